@@ -1,0 +1,48 @@
+"""The configuration of one simulated process, built by the CLI and read by the rank runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
+"""The CLI hands the rank process its `RankConfig` as JSON through this variable."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankConfig:
+    """Everything a rank process needs to simulate its GPU(s)."""
+
+    gpu: str
+    """GPU model key from specs/gpus.toml, e.g. "h200"."""
+    devices_per_process: int = 1
+    """How many CUDA devices the process sees (torch.cuda.device_count())."""
+    out_dir: str = "phantora-out"
+    strict: bool = False
+    """Fail on the first op that only gets a generic (unmodelled) cost estimate."""
+    use_kernel_database: bool = True
+    """Look measured kernel times up before the analytic model."""
+    rank: int = 0
+    trace: bool = True
+    """Write a Perfetto/Chrome trace of the simulated timeline."""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.devices_per_process <= 64:
+            raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls) -> "RankConfig":
+        raw = os.environ.get(CONFIG_ENV_VAR)
+        if raw is None:
+            raise RuntimeError(f"{CONFIG_ENV_VAR} is not set: start scripts with `phantora run`")
+        return cls(**json.loads(raw))
+
+    @property
+    def rank_dir(self) -> Path:
+        return Path(self.out_dir) / f"rank{self.rank}"

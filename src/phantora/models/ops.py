@@ -1,0 +1,78 @@
+"""What the compute and host cost models are given about one intercepted operator call.
+
+The rank runtime turns each GPU op into an `OpCall`: the op's name, its arguments with every
+tensor replaced by a `TensorMeta`, and the metadata of its outputs. Nothing here touches torch
+state, so an `OpCall` can be hashed (cost caching), pickled (sent to a coordinator) and built by
+hand in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """Shape, dtype and layout of a tensor argument or result (no data)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    """torch dtype name without the prefix: "bfloat16", "float32", "int64", ..."""
+    stride: tuple[int, ...]
+    device: str = "cuda"
+    """"cuda" or "cpu": needed to tell host-to-device from device-to-device copies."""
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class OpCall:
+    """One call of an aten operator, as the GPU would see it."""
+
+    name: str
+    """Overload name as `str(torch.ops.aten.mm.default)` prints it: "aten.mm.default"."""
+    args: tuple[Any, ...]
+    """Positional arguments; tensors are `TensorMeta`, lists become tuples, other values as given."""
+    kwargs: tuple[tuple[str, Any], ...]
+    """Keyword arguments as sorted (name, value) pairs, converted like `args`."""
+    outputs: tuple[TensorMeta, ...]
+
+    def tensor_inputs(self) -> list[TensorMeta]:
+        """Every `TensorMeta` among args and kwargs, in order (nested tuples included)."""
+        found: list[TensorMeta] = []
+
+        def visit(value: Any) -> None:
+            if isinstance(value, TensorMeta):
+                found.append(value)
+            elif isinstance(value, tuple):
+                for item in value:
+                    visit(item)
+
+        visit(self.args)
+        visit(tuple(v for _, v in self.kwargs))
+        return found
+
+
+KernelClass = Literal[
+    "gemm", "attention", "elementwise", "reduction", "norm", "foreach", "copy",
+    "memset", "embedding", "index", "loss", "random", "other",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEstimate:
+    """The cost model's answer for one `OpCall`."""
+
+    duration_ns: int
+    flops: float
+    bytes_moved: float
+    kernel_class: KernelClass
+    source: Literal["measured", "analytic", "generic"]
+    """"generic": the op has no specific model and got a memory-bound estimate; it is counted
+    and listed in the summary (and an error under --strict)."""

@@ -1,0 +1,63 @@
+"""What one rank process measured, written to `<out>/rank<N>/result.json` when it ends."""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from phantora.runtime.session import Session
+from phantora.trace.chrome import write_chrome_trace
+
+_PROCESS_START = time.process_time()
+
+
+def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
+    timeline = session.timeline
+    stats = session.stats
+    end_ns = max([timeline.host_ns] + [timeline.device_tail(d) for d in range(len(session.allocators))])
+    devices = []
+    for index, allocator in enumerate(session.allocators):
+        mem = allocator.memory_stats()
+        devices.append({
+            "index": index,
+            "busy_ns": timeline.busy_ns(index),
+            "peak_allocated_bytes": mem["allocated_bytes.all.peak"],
+            "peak_reserved_bytes": mem["reserved_bytes.all.peak"],
+            "allocated_bytes": mem["allocated_bytes.all.current"],
+            "reserved_bytes": mem["reserved_bytes.all.current"],
+            "num_ooms": mem.get("num_ooms", 0),
+            "num_alloc_retries": mem.get("num_alloc_retries", 0),
+        })
+    return {
+        "rank": session.config.rank,
+        "gpu": session.gpu.key,
+        "gpu_name": session.gpu.name,
+        "exit_code": exit_code,
+        "simulated_ns": end_ns,
+        "host_blocked_ns": timeline.host_blocked_ns,
+        "devices": devices,
+        "kernels": stats.kernels,
+        "host_only_ops": stats.host_only_ops,
+        "flops": stats.flops,
+        "bytes_moved": stats.bytes_moved,
+        "kernel_ns_by_class": dict(stats.kernel_ns_by_class),
+        "kernel_sources": dict(stats.kernel_sources),
+        "generic_ops": dict(stats.generic_ops),
+        "placeholders": dict(stats.placeholders),
+        "warnings": list(stats.warnings),
+        "simulator_cpu_s": time.process_time() - _PROCESS_START,
+        "simulator_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def write_rank_result(session: Session, *, exit_code: int) -> Path:
+    out = session.config.rank_dir
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "result.json"
+    path.write_text(json.dumps(collect_rank_result(session, exit_code=exit_code), indent=1))
+    if session.config.trace:
+        write_chrome_trace(out / "trace.json", session.timeline.spans, pid=session.config.rank)
+    return path

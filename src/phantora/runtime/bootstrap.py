@@ -1,0 +1,91 @@
+"""Entry point of a rank process: install the simulated GPU, run the user's script, report.
+
+Run as `python -m phantora.runtime.bootstrap SCRIPT ARGS...` (or `-m MODULE ARGS...`) with the
+rank's configuration in $PHANTORA_RUN_CONFIG; the CLI does this. The script runs as `__main__`
+with `sys.argv` exactly as the user wrote it.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+
+from phantora.config.run import RankConfig
+
+
+def install(config: RankConfig):
+    """Install the fake CUDA device, interception and virtual clock into this process."""
+    import torch
+
+    from phantora.runtime import cuda_api, native
+    from phantora.runtime.clock import VirtualClock
+    from phantora.runtime.compile import install_compile_fallback
+    from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
+    from phantora.runtime.handlers import HANDLERS
+    from phantora.runtime.modules import install_foreach_support, install_module_conversion
+    from phantora.runtime.session import Session, set_session
+    from phantora.runtime.sdpa import install_sdpa_routing
+    from phantora.runtime.storage import install_storage_resize_hook
+
+    shim = native.load_shim()
+    if not shim.phantora_install(config.devices_per_process):
+        raise RuntimeError("phantora: could not install the fake CUDA device into this PyTorch build")
+    session = Session(config)
+    set_session(session)
+    recorder = KernelRecorder(session, shim)
+    cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
+    install_module_conversion()
+    install_foreach_support()
+    torch._C._set_only_lift_cpu_tensors(True)
+    fake_mode = RecordingFakeMode(recorder)
+    mode = HybridMode(fake_mode, HANDLERS)
+    install_sdpa_routing(session)
+    install_compile_fallback(session)
+    install_storage_resize_hook(recorder)
+    VirtualClock(session.now_ns, session.host_work).install()
+    mode.__enter__()
+    return session
+
+
+def run_user_program(argv: list[str]) -> int:
+    """Run `argv` (a script path or `-m module`, then its arguments) as __main__; return its exit code."""
+    if argv and argv[0] == "-m":
+        module, sys.argv = argv[1], [argv[1], *argv[2:]]
+        runner = lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)  # noqa: E731
+    else:
+        script = argv[0]
+        sys.argv = list(argv)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        runner = lambda: runpy.run_path(script, run_name="__main__")  # noqa: E731
+    try:
+        runner()
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def main() -> int:
+    config = RankConfig.from_env()
+    argv = sys.argv[1:]
+    if not argv:
+        print("phantora: no script given", file=sys.stderr)
+        return 2
+    session = install(config)
+    code = run_user_program(argv)
+    from phantora.reports.rank_result import write_rank_result
+    write_rank_result(session, exit_code=code)
+    return code
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: fake tensors, finalizers and the native shim gain nothing from it.
+    os._exit(code)

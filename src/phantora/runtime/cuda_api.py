@@ -1,0 +1,325 @@
+"""The `torch.cuda` a script sees: a simulated GPU from the spec table, backed by the session.
+
+PyTorch's own `torch.cuda` Python code stays in charge (device contexts, memory helpers,
+RNG helpers); what a CPU build lacks is the `torch._C._cuda_*` layer under it, so this module
+supplies those functions, the stream and event classes, the device properties and `cudart`,
+and replaces the few names `torch.cuda` bound at import time. Memory statistics come from the
+caching-allocator model, stream and event times from the engine timeline.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from phantora.models.gpu import GpuSpec
+from phantora.runtime.session import Session
+
+_CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA
+CUDA_VERSION = "13.0"
+"""What `torch.version.cuda` reports: the CUDA of the H200 machines Phantora is calibrated on."""
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """Mirrors `torch._C._CudaDeviceProperties` for a simulated GPU."""
+
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+    L2_cache_size: int
+    max_threads_per_multi_processor: int
+    warp_size: int
+    uuid: str
+    is_integrated: int = 0
+    is_multi_gpu_board: int = 0
+    regs_per_multiprocessor: int = 65536
+    shared_memory_per_block: int = 49152
+    shared_memory_per_block_optin: int = 232448
+    shared_memory_per_multiprocessor: int = 233472
+    max_threads_per_block: int = 1024
+    gcnArchName: str = "NVIDIA CUDA"
+    pci_bus_id: int = 0
+    pci_device_id: int = 0
+    pci_domain_id: int = 0
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
+                f"pci_bus_id={self.pci_bus_id}, pci_device_id={self.pci_device_id}, "
+                f"pci_domain_id={self.pci_domain_id}, L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+def device_properties(gpu: GpuSpec, index: int) -> DeviceProperties:
+    return DeviceProperties(
+        name=gpu.name, major=gpu.compute_capability[0], minor=gpu.compute_capability[1],
+        total_memory=gpu.total_memory_bytes, multi_processor_count=gpu.sm_count,
+        L2_cache_size=gpu.l2_cache_bytes, max_threads_per_multi_processor=gpu.max_threads_per_sm,
+        warp_size=gpu.warp_size, uuid=f"phantora-{gpu.key}-{index:04d}", pci_bus_id=index,
+    )
+
+
+class CudaApi:
+    """Installs and backs the fake `torch.cuda` of one process."""
+
+    def __init__(self, session: Session, shim, recorder) -> None:
+        self.session = session
+        self.shim = shim
+        self.recorder = recorder
+        self.count = session.config.devices_per_process
+        self.properties = [device_properties(session.gpu, i) for i in range(self.count)]
+
+    # -- devices -----------------------------------------------------------------------------
+    def current_device(self) -> int:
+        return self.shim.phantora_current_device()
+
+    def _index(self, device: Any) -> int:
+        if device is None:
+            return self.current_device()
+        if isinstance(device, int):
+            index = device
+        else:
+            index = torch.device(device).index
+            if index is None:
+                return self.current_device()
+        if index < 0:
+            return self.current_device()
+        if index >= self.count:
+            raise RuntimeError(f"CUDA error: invalid device ordinal (device {index}, "
+                               f"{self.count} simulated device(s))")
+        return index
+
+    def set_device(self, device: int) -> None:
+        index = self._index(device)
+        self.shim.phantora_set_device(index)
+        torch._C._accelerator_setDeviceIndex(index)
+
+    def exchange_device(self, device: int) -> int:
+        previous = self.current_device()
+        if device >= 0:
+            self.set_device(device)
+        return previous
+
+    # -- streams -----------------------------------------------------------------------------
+    def current_stream_tuple(self, device: Any = None) -> tuple[int, int, int]:
+        index = self._index(device)
+        return (self.shim.phantora_current_stream(index), index, _CUDA_DEVICE_TYPE)
+
+    def set_stream(self, stream_id: int = 0, device_index: int = 0, device_type: int = 0) -> None:
+        self.shim.phantora_set_current_stream(device_index, stream_id)
+
+    def synchronize(self, device: Any = None) -> None:
+        self.session.synchronize_device(self._index(device))
+
+    # -- memory ------------------------------------------------------------------------------
+    def allocator(self, device: Any = None):
+        self.recorder.memory.drain_frees()
+        return self.session.allocators[self._index(device)]
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return self.allocator(device).mem_get_info()
+
+
+def _make_stream_classes(api: CudaApi):
+    """`torch.cuda.Stream` and `torch.cuda.Event` for the simulated device."""
+    session = api.session
+    timeline = session.timeline
+
+    class Stream(torch.Stream):
+        """A CUDA stream of the simulated GPU (a FIFO timeline of the engine)."""
+
+        def __new__(cls, device=None, priority=0, **kwargs):
+            if kwargs.get("stream_id") is not None:
+                return super().__new__(cls, priority=priority, **kwargs)
+            index = api._index(device)
+            return super().__new__(cls, stream_id=api.shim.phantora_new_stream_id(), device_index=index,
+                                   device_type=_CUDA_DEVICE_TYPE)
+
+        @property
+        def key(self) -> tuple[int, int]:
+            return (self.device_index, self.stream_id)
+
+        @property
+        def cuda_stream(self) -> int:
+            return 0x1000 + self.stream_id if self.stream_id else 0
+
+        def wait_event(self, event) -> None:
+            if isinstance(event, Event) and event.time_ns is not None:
+                timeline.wait_until(self.key, event.time_ns)
+
+        def wait_stream(self, stream) -> None:
+            timeline.wait_until(self.key, timeline.stream_tail((stream.device_index, stream.stream_id)))
+
+        def record_event(self, event=None):
+            event = event if event is not None else Event()
+            event.record(self)
+            return event
+
+        def query(self) -> bool:
+            return timeline.stream_tail(self.key) <= timeline.host_ns
+
+        def synchronize(self) -> None:
+            session.synchronize_stream(self.key)
+
+        def __eq__(self, other) -> bool:
+            return isinstance(other, torch.Stream) and (other.device_index, other.stream_id) == self.key
+
+        def __hash__(self) -> int:
+            return hash(self.key)
+
+        def __repr__(self) -> str:
+            return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
+
+    class Event:
+        """A CUDA event: the simulated time at which its stream reached it."""
+
+        def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                     external: bool = False) -> None:
+            self.enable_timing = enable_timing
+            self.time_ns: int | None = None
+            self.device: torch.device | None = None
+
+        def record(self, stream=None) -> None:
+            stream = stream if stream is not None else torch.cuda.current_stream()
+            self.time_ns = timeline.stream_tail((stream.device_index, stream.stream_id))
+            self.device = torch.device("cuda", stream.device_index)
+
+        def wait(self, stream=None) -> None:
+            stream = stream if stream is not None else torch.cuda.current_stream()
+            stream.wait_event(self)
+
+        def query(self) -> bool:
+            return self.time_ns is None or self.time_ns <= timeline.host_ns
+
+        def synchronize(self) -> None:
+            if self.time_ns is not None:
+                with session.lock:
+                    timeline.block_host_until(self.time_ns)
+
+        def elapsed_time(self, end_event: "Event") -> float:
+            if not (self.enable_timing and end_event.enable_timing):
+                raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+            if self.time_ns is None or end_event.time_ns is None:
+                raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            return (end_event.time_ns - self.time_ns) / 1e6
+
+        def ipc_handle(self):
+            raise NotImplementedError("phantora: CUDA IPC event handles are not supported")
+
+        @property
+        def cuda_event(self) -> int:
+            return id(self)
+
+        def __repr__(self) -> str:
+            return f"<torch.cuda.Event {self.time_ns}>" if self.time_ns is not None else "<torch.cuda.Event uninitialized>"
+
+    return Stream, Event
+
+
+class _Cudart:
+    """The parts of `torch.cuda.cudart()` scripts call."""
+
+    def __init__(self, api: CudaApi) -> None:
+        self._api = api
+
+    def cudaMemGetInfo(self, device: int) -> tuple[int, int]:
+        return self._api.mem_get_info(device)
+
+    def cudaProfilerStart(self) -> int:
+        return 0
+
+    def cudaProfilerStop(self) -> int:
+        return 0
+
+    def cudaGetErrorString(self, code) -> str:
+        return "no error"
+
+
+def _unsupported(feature: str, hint: str = ""):
+    def fail(*args, **kwargs):
+        raise NotImplementedError(f"phantora: {feature} is not supported yet{hint}")
+    return fail
+
+
+def install(api: CudaApi) -> None:
+    """Make `torch.cuda` describe the simulated GPU(s). Call once, before user code runs."""
+    import torch._dynamo  # noqa: F401 - see notes: it imports CUDA names that must still be absent
+    session = api.session
+    C = torch._C
+    alloc = api.allocator
+    functions: dict[str, Any] = {
+        "_cuda_getDeviceCount": lambda: api.count,
+        "_cuda_init": lambda: None,
+        "_cuda_getDevice": api.current_device,
+        "_cuda_setDevice": api.set_device,
+        "_cuda_exchangeDevice": api.exchange_device,
+        "_cuda_maybeExchangeDevice": api.exchange_device,
+        "_cuda_getArchFlags": lambda: "sm_80 sm_86 sm_90 sm_100 sm_120",
+        "_cuda_getCompiledVersion": lambda: int(CUDA_VERSION.replace(".", "")) * 100,
+        "_cuda_synchronize": lambda: api.synchronize(None),
+        "_cuda_getCurrentStream": api.current_stream_tuple,
+        "_cuda_getDefaultStream": lambda device=None: (0, api._index(device), _CUDA_DEVICE_TYPE),
+        "_cuda_setStream": api.set_stream,
+        "_cuda_getCurrentRawStream": lambda device=None: api.current_stream_tuple(device)[0],
+        "_cuda_hasPrimaryContext": lambda device: True,
+        "_cuda_isInBadFork": lambda: False,
+        "_cuda_canDeviceAccessPeer": lambda a, b: True,
+        "_cuda_get_sync_debug_mode": lambda: 0,
+        "_cuda_set_sync_debug_mode": lambda mode: None,
+        "_cuda_isCurrentStreamCapturing": lambda: False,
+        "_cuda_ipc_collect": lambda: None,
+        "_cuda_clearCublasWorkspaces": lambda: None,
+        "_cuda_getCurrentBlasHandle": lambda: 0,
+        "_cuda_memoryStats": lambda device: alloc(device).memory_stats(),
+        "_cuda_resetPeakMemoryStats": lambda device: alloc(device).reset_peak_stats(),
+        "_cuda_resetAccumulatedMemoryStats": lambda device: alloc(device).reset_accumulated_stats(),
+        "_cuda_emptyCache": lambda: [alloc(i).empty_cache() for i in range(api.count)] and None,
+        "_cuda_memorySnapshot": lambda *a, **k: {"segments": [s for i in range(api.count) for s in alloc(i).snapshot()],
+                                                  "device_traces": [[] for _ in range(api.count)]},
+        "_cuda_setMemoryFraction": lambda fraction, device: alloc(device).set_memory_fraction(fraction),
+        "_cuda_getMemoryFraction": lambda device: alloc(device).memory_fraction,
+        "_cuda_record_memory_history": lambda *a, **k: session.warn_once(
+            "memory_history", "torch.cuda.memory._record_memory_history is ignored"),
+        "_cuda_sleep": lambda cycles: None,
+        "_cuda_get_device_properties": None,
+    }
+    for name, fn in functions.items():
+        if fn is not None:
+            setattr(C, name, fn)
+
+    cuda = torch.cuda
+    Stream, Event = _make_stream_classes(api)
+    get_properties = lambda device: api.properties[api._index(device)]  # noqa: E731
+    replacements = {
+        "_get_device_properties": get_properties,
+        "_exchange_device": api.exchange_device,
+        "_maybe_exchange_device": api.exchange_device,
+        "_CudaDeviceProperties": DeviceProperties,
+        "_cudart": _Cudart(api),
+        "default_generators": tuple(torch.Generator() for _ in range(api.count)),
+        "Stream": Stream,
+        "Event": Event,
+        "device_count": lambda: api.count,
+        "_cached_device_count": api.count,
+        "CUDAGraph": _unsupported("CUDA graphs (torch.cuda.CUDAGraph)"),
+        "graph": _unsupported("CUDA graphs (torch.cuda.graph)"),
+        "make_graphed_callables": _unsupported("CUDA graphs (torch.cuda.make_graphed_callables)"),
+    }
+    for name, value in replacements.items():
+        setattr(cuda, name, value)
+    cuda.streams.Stream, cuda.streams.Event = Stream, Event
+    cuda.graphs.CUDAGraph = replacements["CUDAGraph"]
+    cuda.graphs.graph = replacements["graph"]
+    cuda.graphs.make_graphed_callables = replacements["make_graphed_callables"]
+    sys.modules["torch.cuda"].memory.mem_get_info = api.mem_get_info
+    cuda.mem_get_info = api.mem_get_info
+    torch.version.cuda = CUDA_VERSION
+    torch.backends.cuda.is_built = lambda: True
+    cuda.init()

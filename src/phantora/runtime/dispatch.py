@@ -1,0 +1,267 @@
+"""Op interception: CPU tensors stay real, CUDA work runs on fake tensors and is recorded.
+
+Note: [Hybrid dispatch]
+Two modes cooperate. `HybridMode`, a user TorchDispatchMode pushed for the whole run, sees
+every op first and decides where it runs: ops that touch a fake tensor or ask for a CUDA device
+go to `RecordingFakeMode` (a FakeTensorMode); everything else runs for real on the CPU, so data
+loading, step counters and other host-side values are genuine. A few ops need a decision a fake
+tensor cannot make — moving data between host and device, reading a value (`.item()`) — and have
+handlers here. `RecordingFakeMode.dispatch` is the one place kernels are recorded: it is also
+reached by ops on fake tensors that never passed through `HybridMode` (threads the mode was not
+pushed on), and it counts only the outermost op, because decompositions it runs internally are
+not separate kernels on a GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from phantora.models.ops import OpCall, TensorMeta
+from phantora.runtime import native
+from phantora.runtime.memory_tracker import MemoryTracker
+from phantora.runtime.session import Session
+
+aten = torch.ops.aten
+
+LARGE_HOST_FACTORY_NUMEL = 1 << 20
+"""CPU factory results at least this big stay fake: a model built on the CPU and then moved to
+the GPU must not cost real host memory (8B parameters would need 32 GB)."""
+
+_ALLOCATION_ONLY = {
+    aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+    aten.new_empty.default, aten.new_empty_strided.default, aten.empty_permuted.default,
+    aten.lift_fresh.default, aten.detach.default, aten.alias.default, aten._unsafe_view.default,
+    aten.resize_.default, aten.set_.source_Storage_storage_offset, aten.set_.source_Tensor,
+    aten.set_.source_Storage,
+}
+
+_PASSTHROUGH = {
+    torch.ops.prim.device.default, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+    aten.sym_storage_offset.default, aten.is_pinned.default, aten._has_compatible_shallow_copy_type.default,
+}
+
+
+def _returns_view(func: torch._ops.OpOverload) -> bool:
+    returns = func._schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
+_view_cache: dict[Any, bool] = {}
+
+
+def launches_no_kernel(func: torch._ops.OpOverload) -> bool:
+    """Views and pure allocations: host work only, no kernel on the GPU."""
+    cached = _view_cache.get(func)
+    if cached is None:
+        cached = func in _ALLOCATION_ONLY or _returns_view(func)
+        _view_cache[func] = cached
+    return cached
+
+
+_DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
+    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128, torch.float8_e4m3fn,
+    torch.float8_e5m2)}
+
+
+def tensor_meta(t: torch.Tensor) -> TensorMeta:
+    dtype = _DTYPE_NAMES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
+    return TensorMeta(tuple(t.shape), dtype, tuple(t.stride()), t.device.type)
+
+
+def _plain(value: Any) -> Any:
+    """A hashable, torch-free stand-in for one op argument."""
+    if isinstance(value, torch.Tensor):
+        return tensor_meta(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.dtype):
+        return _DTYPE_NAMES.get(value) or str(value).removeprefix("torch.")
+    return str(value)
+
+
+def make_op_call(func: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs: list[torch.Tensor]) -> OpCall:
+    return OpCall(
+        name=str(func),
+        args=tuple(_plain(a) for a in args),
+        kwargs=tuple(sorted((k, _plain(v)) for k, v in kwargs.items())),
+        outputs=tuple(tensor_meta(o) for o in outputs),
+    )
+
+
+def _cuda_index(tensors: list[torch.Tensor]) -> int | None:
+    for t in tensors:
+        if t.device.type == "cuda":
+            return t.device.index or 0
+    return None
+
+
+class KernelRecorder:
+    """Turns ops on fake CUDA tensors into allocations and kernels of the session."""
+
+    def __init__(self, session: Session, shim) -> None:
+        self.session = session
+        self.memory = MemoryTracker(session)
+        self._current_stream = shim.phantora_current_stream
+        self._local = threading.local()
+
+    def suppressed(self) -> bool:
+        return getattr(self._local, "suppress", 0) > 0
+
+    def suppress(self) -> "_Suppress":
+        """Ops run inside this context are bookkeeping (e.g. shape inference), not GPU kernels."""
+        return _Suppress(self._local)
+
+    def current_stream_id(self, device: int) -> int:
+        return self._current_stream(device)
+
+    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.suppressed():
+            return
+        outputs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
+        device = _cuda_index(outputs)
+        if device is None:
+            inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            device = _cuda_index(inputs)
+            if device is None:
+                return  # work on fake *CPU* tensors: host-side, no GPU kernel
+        stream_id = self.current_stream_id(device)
+        for o in outputs:
+            if o.device.type == "cuda":
+                self.memory.track_new_storage(o, stream_id)
+        if launches_no_kernel(func):
+            self.session.host_only_op(str(func))
+            return
+        self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
+
+    def launch(self, op: OpCall, device: int) -> Any:
+        """Record a kernel that a handler issues itself (copies between host and device)."""
+        return self.session.launch_kernel(op, (device, self.current_stream_id(device)))
+
+
+class _Suppress:
+    def __init__(self, local: threading.local) -> None:
+        self._local = local
+
+    def __enter__(self) -> None:
+        self._local.suppress = getattr(self._local, "suppress", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.suppress -= 1
+
+
+class RecordingFakeMode(FakeTensorMode):
+    """FakeTensorMode that reports each outermost op it executes to the recorder."""
+
+    def __init__(self, recorder: KernelRecorder) -> None:
+        super().__init__(allow_non_fake_inputs=True)
+        self.recorder = recorder
+        self._depth = threading.local()
+
+    def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
+        kwargs = kwargs or {}
+        if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
+            return super().dispatch(func, types, args, kwargs)
+        self._depth.value = 1
+        try:
+            out = super().dispatch(func, types, args, kwargs)
+        finally:
+            self._depth.value = 0
+        self.recorder.record(func, args, kwargs, out)
+        return out
+
+
+def _is_foreign(a: Any) -> bool:
+    """A real (CPU or meta) tensor that is not a scalar, handed to an op on fake tensors."""
+    return isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor) and (a.dim() > 0 or a.is_meta)
+
+
+def _wants_cuda(kwargs: dict, flat_args: list) -> bool:
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "cuda":
+        return True
+    return any(isinstance(a, torch.device) and a.type == "cuda" for a in flat_args)
+
+
+Handler = Callable[["HybridMode", Any, tuple, dict], Any]
+
+
+class HybridMode(TorchDispatchMode):
+    """Routes each op to the real CPU or to the recording fake mode; see Note [Hybrid dispatch]."""
+
+    supports_higher_order_operators = True
+
+    def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.recorder = fake_mode.recorder
+        self.session = fake_mode.recorder.session
+        self._handlers = handlers
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _PASSTHROUGH:
+            return func(*args, **kwargs)
+        flat, _ = tree_flatten((args, kwargs))
+        has_fake = any(isinstance(a, FakeTensor) for a in flat)
+        if not has_fake and not _wants_cuda(kwargs, flat):
+            if any(isinstance(a, torch.Tensor) for a in flat):
+                return func(*args, **kwargs)  # real CPU work
+            return self._factory(func, args, kwargs)
+        handler = self._handlers.get(func)
+        if handler is not None:
+            return handler(self, func, args, kwargs)
+        return self.run_fake(func, args, kwargs)
+
+    def run_fake(self, func, args: tuple, kwargs: dict) -> Any:
+        flat, spec = tree_flatten((args, kwargs))
+        if any(_is_foreign(a) for a in flat):
+            args, kwargs = tree_unflatten([self._fake_like(a) if _is_foreign(a) else a for a in flat], spec)
+        with self.fake_mode:
+            try:
+                return func(*args, **kwargs)
+            except DynamicOutputShapeException:
+                raise NotImplementedError(
+                    f"phantora: {func} has a data-dependent output shape, which is not supported yet") from None
+            except DataDependentOutputException:
+                raise NotImplementedError(
+                    f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
+
+    def _fake_like(self, t: torch.Tensor) -> FakeTensor:
+        """A fresh fake tensor with `t`'s metadata (its values do not matter where it is used).
+
+        Not `FakeTensorMode.from_real_tensor`: its memo keeps a weak reference to `t`, and a
+        module parameter with a weak reference cannot be swapped (Note [Moving modules to cuda])."""
+        with self.recorder.suppress(), self.fake_mode:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+
+    def _factory(self, func, args: tuple, kwargs: dict) -> Any:
+        """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL)."""
+        size = args[0] if args and isinstance(args[0], (list, tuple)) else None
+        if size is not None and all(isinstance(d, int) for d in size) and _numel(size) < LARGE_HOST_FACTORY_NUMEL:
+            return func(*args, **kwargs)
+        with self.recorder.suppress():
+            out = self.run_fake(func, args, kwargs)
+        if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
+            return out
+        return func(*args, **kwargs)
+
+
+def _numel(size) -> int:
+    n = 1
+    for d in size:
+        n *= d
+    return n

@@ -1,0 +1,166 @@
+"""Ops a fake tensor cannot answer alone: host<->device copies and reads of GPU values.
+
+Note: [Placeholder values]
+A simulated GPU holds no data, so a value read back to the host is a placeholder: integers read
+0, floating point 0.0, booleans False — except the result of `all()`, which reads True, so that
+`torch.isfinite(x).all()` says "finite" and `GradScaler` keeps stepping. Tensors copied to the
+host are zeros. Every read still costs what it costs on a GPU: a small device-to-host copy and a
+host wait for the stream. The summary counts placeholder reads by kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from phantora.models.ops import OpCall, TensorMeta
+from phantora.runtime.dispatch import HybridMode, tensor_meta
+
+aten = torch.ops.aten
+
+ALL_TRUE_ATTR = "_phantora_all_true"
+"""Set on the fake result of `all()`: its placeholder value is True (Note [Placeholder values])."""
+
+
+def _copy_call(name: str, dst: TensorMeta, src: TensorMeta) -> OpCall:
+    return OpCall(name=name, args=(dst, src), kwargs=(), outputs=(dst,))
+
+
+def _device_of(t: torch.Tensor) -> int:
+    return t.device.index or 0
+
+
+def _read_to_host(mode: HybridMode, src: torch.Tensor, *, blocking: bool) -> None:
+    """Charge a device-to-host copy of `src` and, if blocking, wait for it."""
+    device = _device_of(src)
+    meta = tensor_meta(src)
+    host_meta = TensorMeta(meta.shape, meta.dtype, meta.stride, "cpu")
+    span = mode.recorder.launch(_copy_call("aten.copy_.default", host_meta, meta), device)
+    if blocking:
+        mode.session.timeline.block_host_until(span.end_ns)
+
+
+def placeholder_scalar(t: torch.Tensor) -> bool | int | float | complex:
+    if t.dtype == torch.bool:
+        return bool(getattr(t, ALL_TRUE_ATTR, False))
+    if t.dtype.is_floating_point:
+        return 0.0
+    if t.dtype.is_complex:
+        return 0j
+    return 0
+
+
+def local_scalar_dense(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    (t,) = args
+    if not isinstance(t, FakeTensor):
+        return func(*args, **kwargs)
+    if t.device.type == "cuda":
+        _read_to_host(mode, t, blocking=True)
+    mode.session.note_placeholder(".item()")
+    return placeholder_scalar(t)
+
+
+def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    src = args[0]
+    target = kwargs.get("device")
+    target_type = torch.device(target).type if target is not None else src.device.type
+    if isinstance(src, FakeTensor) and src.device.type == "cuda" and target_type == "cpu":
+        _read_to_host(mode, src, blocking=not kwargs.get("non_blocking", False))
+        mode.session.note_placeholder("device-to-host copy")
+        dtype = kwargs.get("dtype") or src.dtype
+        return torch.zeros(src.shape, dtype=dtype)
+    if not isinstance(src, FakeTensor) and target_type == "cuda":
+        return _host_to_device(mode, src, kwargs)
+    return mode.run_fake(func, args, kwargs)
+
+
+def _host_to_device(mode: HybridMode, src: torch.Tensor, kwargs: dict) -> torch.Tensor:
+    """A real CPU tensor moves to the GPU: a new fake tensor plus a host-to-device copy kernel.
+
+    The real tensor is not handed to FakeTensorMode (whose memo would keep a weak reference to
+    it and make `swap_tensors` refuse to swap module parameters)."""
+    dtype = kwargs.get("dtype") or src.dtype
+    device = torch.device(kwargs["device"])
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    strides = _preserved_strides(src, dtype)
+    with mode.fake_mode:
+        out = torch.empty_strided(src.shape, strides, dtype=dtype, device=device)
+    _charge_host_to_device(mode, out, src, blocking=not kwargs.get("non_blocking", False))
+    return out
+
+
+def _preserved_strides(t: torch.Tensor, dtype: torch.dtype) -> tuple[int, ...]:
+    """The strides `_to_copy` gives its result (memory_format=preserve_format)."""
+    return torch.empty_like(t, device="meta", dtype=dtype).stride()
+
+
+def _charge_host_to_device(mode: HybridMode, dst: torch.Tensor, src: torch.Tensor, *, blocking: bool) -> None:
+    src_meta = tensor_meta(src)
+    if src.device.type == "cuda":
+        src_meta = TensorMeta(src_meta.shape, src_meta.dtype, src_meta.stride, "cpu")
+    span = mode.recorder.launch(_copy_call("aten.copy_.default", tensor_meta(dst), src_meta), _device_of(dst))
+    # From pageable memory the copy is synchronous for the host (CUDA stages it); from pinned
+    # memory with non_blocking=True the host goes on at once.
+    if blocking or not src.is_pinned():
+        mode.session.timeline.block_host_until(span.end_ns)
+
+
+def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    dst, src = args[0], args[1]
+    non_blocking = bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking", False))
+    dst_fake, src_fake = isinstance(dst, FakeTensor), isinstance(src, FakeTensor)
+    if dst_fake and not src_fake and dst.device.type == "cuda":
+        _charge_host_to_device(mode, dst, src, blocking=not non_blocking)
+        return dst
+    if src_fake and not dst_fake and src.device.type == "cuda":
+        _read_to_host(mode, src, blocking=not non_blocking)
+        mode.session.note_placeholder("device-to-host copy")
+        with torch.no_grad():
+            dst.zero_()
+        return dst
+    return mode.run_fake(func, args, kwargs)
+
+
+def mark_all_true(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    out = mode.run_fake(func, args, kwargs)
+    setattr(out, ALL_TRUE_ATTR, True)
+    return out
+
+
+def record_stream(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    tensor, stream = args[0], args[1]
+    mode.recorder.memory.record_stream(tensor, stream.stream_id)
+    return None
+
+
+def equal(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    mode.run_fake(aten.eq.Tensor, args, {})
+    _read_to_host(mode, args[0], blocking=True)
+    mode.session.note_placeholder("torch.equal")
+    return True
+
+
+def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """Placeholder: every element counts as non-zero (the largest result, so memory is not underestimated)."""
+    (t,) = args[:1]
+    _read_to_host(mode, t, blocking=True)  # the real kernel syncs to learn the output size
+    mode.session.note_placeholder("nonzero")
+    with mode.fake_mode:
+        out = torch.empty((t.numel(), t.dim()), dtype=torch.int64, device=t.device)
+    mode.recorder.launch(OpCall(str(func), (tensor_meta(t),), (), (tensor_meta(out),)), _device_of(t))
+    return out
+
+
+HANDLERS = {
+    aten._local_scalar_dense.default: local_scalar_dense,
+    aten._to_copy.default: to_copy,
+    aten.copy_.default: copy_,
+    aten.all.default: mark_all_true,
+    aten.all.dim: mark_all_true,
+    aten.record_stream.default: record_stream,
+    aten.equal.default: equal,
+    aten.nonzero.default: nonzero,
+}

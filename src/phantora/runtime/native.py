@@ -1,0 +1,83 @@
+"""Build (once, cached) and load the native fake-CUDA shim; see Note [Why a native shim] in csrc."""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("csrc") / "phantora_cuda.cpp"
+
+
+class NativeBuildError(RuntimeError):
+    """The shim could not be compiled (a C++ compiler and the torch headers are needed)."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PHANTORA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "phantora")
+    return Path(root)
+
+
+def _build_key() -> str:
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(torch.__version__.encode())
+    digest.update(torch.__file__.encode())
+    return digest.hexdigest()[:16]
+
+
+def _compile_command(output: Path) -> list[str]:
+    torch_dir = Path(torch.__file__).parent
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [
+        os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", "-std=c++20",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
+        f"-I{torch_dir / 'include'}", str(SOURCE),
+        f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_dir / 'lib'}",
+        "-o", str(output),
+    ]
+
+
+def build_shim() -> Path:
+    """Compile the shim into the cache unless an up-to-date build is there; safe across processes."""
+    target_dir = cache_dir() / _build_key()
+    target = target_dir / "libphantora_cuda.so"
+    if target.exists():
+        return target
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with open(target_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return target
+        partial = target.with_suffix(f".tmp{os.getpid()}")
+        result = subprocess.run(_compile_command(partial), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise NativeBuildError(
+                "could not compile Phantora's fake-CUDA shim (needs g++ and torch headers): "
+                + result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "compiler failed")
+        partial.rename(target)
+    return target
+
+
+@cache
+def load_shim() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(build_shim()))
+    lib.phantora_install.argtypes = [ctypes.c_int]
+    lib.phantora_current_stream.restype = ctypes.c_longlong
+    lib.phantora_current_stream.argtypes = [ctypes.c_int]
+    lib.phantora_set_current_stream.argtypes = [ctypes.c_int, ctypes.c_longlong]
+    lib.phantora_new_stream_id.restype = ctypes.c_longlong
+    lib.phantora_set_device.argtypes = [ctypes.c_int]
+    return lib
+
+
+if __name__ == "__main__":
+    print(build_shim())
+    sys.exit(0)

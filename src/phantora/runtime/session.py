@@ -1,0 +1,144 @@
+"""The simulation state of one rank process: clocks, streams, memory and cost models, statistics.
+
+Everything the interception layer (`dispatch`, `cuda_api`, `clock`) learns goes through the one
+`Session` object of the process; it owns the engine timeline and the pure models, and at exit
+writes what it measured.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from phantora.config.run import RankConfig
+from phantora.engine.timeline import KernelSpan, StreamKey, Timeline
+from phantora.models.compute import ComputeModel, load_kernel_database
+from phantora.models.gpu import GpuSpec
+from phantora.models.host import HostModel
+from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
+from phantora.models.ops import KernelEstimate, OpCall
+from phantora.specs import get_gpu_spec
+
+
+class UnmodelledOpError(RuntimeError):
+    """Raised under --strict for an op that only has a generic cost estimate."""
+
+
+@dataclass(slots=True)
+class OpStats:
+    """Counts of what was intercepted, for the summary."""
+
+    kernels: int = 0
+    host_only_ops: int = 0
+    flops: float = 0.0
+    bytes_moved: float = 0.0
+    kernel_ns_by_class: collections.Counter = field(default_factory=collections.Counter)
+    generic_ops: collections.Counter = field(default_factory=collections.Counter)
+    """Op name -> calls that got only a generic memory-bound estimate."""
+    kernel_sources: collections.Counter = field(default_factory=collections.Counter)
+    warnings: list[str] = field(default_factory=list)
+    placeholders: collections.Counter = field(default_factory=collections.Counter)
+    """Value-dependent results answered with placeholder values, by kind."""
+
+
+class Session:
+    """Simulation state of one process (one rank, possibly several visible devices)."""
+
+    def __init__(self, config: RankConfig, *, gpu: GpuSpec | None = None,
+                 compute: ComputeModel | None = None, host: HostModel | None = None) -> None:
+        self.config = config
+        self.gpu = gpu or get_gpu_spec(config.gpu)
+        database = load_kernel_database(self.gpu.key) if config.use_kernel_database else None
+        self.compute = compute or ComputeModel(self.gpu, database=database)
+        self.host = host or HostModel()
+        self.timeline = Timeline(launch_latency_ns=self.host.launch_latency_ns)
+        allocator_config = AllocatorConfig.from_env()
+        self.allocators = [
+            CachingAllocatorModel(self.gpu.total_memory_bytes, self.gpu.cuda_context_bytes,
+                                  config=allocator_config, device_index=i)
+            for i in range(config.devices_per_process)
+        ]
+        self.stats = OpStats()
+        self.lock = threading.RLock()
+        self._warned: set[str] = set()
+        self.on_exit: list[Callable[[], None]] = []
+
+    # -- host time ---------------------------------------------------------------------------
+    def now_ns(self) -> int:
+        return self.timeline.host_ns
+
+    def host_work(self, duration_ns: int) -> None:
+        with self.lock:
+            self.timeline.advance_host(duration_ns)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def launch_kernel(self, op: OpCall, stream: StreamKey) -> KernelSpan:
+        """Cost `op`, charge the host its launch overhead, and place the kernel on `stream`."""
+        estimate = self.compute.estimate(op)
+        if estimate.source == "generic":
+            self._note_generic(op)
+        with self.lock:
+            self.timeline.advance_host(self.host.kernel_launch_ns(op.name))
+            span = self.timeline.launch(stream, estimate.duration_ns, name=op.name, flops=estimate.flops,
+                                        bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class)
+            self._count(estimate)
+        return span
+
+    def host_only_op(self, name: str) -> None:
+        """An op that launches no kernel (a view, an allocation): only host time."""
+        with self.lock:
+            self.stats.host_only_ops += 1
+            self.timeline.advance_host(self.host.host_only_op_ns(name))
+
+    def _count(self, estimate: KernelEstimate) -> None:
+        stats = self.stats
+        stats.kernels += 1
+        stats.flops += estimate.flops
+        stats.bytes_moved += estimate.bytes_moved
+        stats.kernel_ns_by_class[estimate.kernel_class] += estimate.duration_ns
+        stats.kernel_sources[estimate.source] += 1
+
+    def _note_generic(self, op: OpCall) -> None:
+        if self.config.strict:
+            raise UnmodelledOpError(
+                f"phantora: op {op.name} has no cost model (only a generic memory-bound estimate); "
+                "rerun without --strict to accept the estimate, or add a measurement with `phantora profile`")
+        self.stats.generic_ops[op.name] += 1
+
+    # -- synchronisation ---------------------------------------------------------------------
+    def synchronize_device(self, device: int) -> None:
+        with self.lock:
+            self.timeline.synchronize_device(device)
+
+    def synchronize_stream(self, stream: StreamKey) -> None:
+        with self.lock:
+            self.timeline.synchronize_stream(stream)
+
+    # -- warnings and placeholders -----------------------------------------------------------
+    def warn_once(self, key: str, message: str) -> None:
+        """Print a one-line warning the first time `key` occurs; the summary lists it."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.stats.warnings.append(message)
+        import sys
+        print(f"phantora: warning: {message}", file=sys.stderr, flush=True)
+
+    def note_placeholder(self, kind: str) -> None:
+        self.stats.placeholders[kind] += 1
+
+
+_SESSION: Session | None = None
+
+
+def current_session() -> Session:
+    if _SESSION is None:
+        raise RuntimeError("Phantora's runtime is not installed in this process")
+    return _SESSION
+
+
+def set_session(session: Session | None) -> None:
+    global _SESSION
+    _SESSION = session
