@@ -53,11 +53,28 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
     }
 
 
+def downsample_memory(samples: list[tuple[int, int, int, int]], buckets: int = 2000) -> dict[str, list]:
+    """Device 0's memory over time, at most `buckets` points, keeping each bucket's maximum (peaks survive)."""
+    points = [(t, a, r) for t, d, a, r in samples if d == 0]
+    if not points:
+        return {"time_s": [], "allocated_bytes": [], "reserved_bytes": []}
+    end = max(points[-1][0], 1)
+    merged: dict[int, tuple[int, int, int]] = {}
+    for t, a, r in points:
+        b = t * buckets // (end + 1)
+        old = merged.get(b)
+        merged[b] = (t, max(a, old[1]), max(r, old[2])) if old else (t, a, r)
+    rows = [merged[b] for b in sorted(merged)]
+    return {"time_s": [t / 1e9 for t, _, _ in rows], "allocated_bytes": [a for _, a, _ in rows],
+            "reserved_bytes": [r for _, _, r in rows]}
+
+
 def write_rank_result(session: Session, *, exit_code: int) -> Path:
     out = session.config.rank_dir
     out.mkdir(parents=True, exist_ok=True)
     path = out / "result.json"
     path.write_text(json.dumps(collect_rank_result(session, exit_code=exit_code), indent=1))
+    (out / "memory.json").write_text(json.dumps(downsample_memory(session.memory_samples)))
     if session.config.trace:
         write_chrome_trace(out / "trace.json", session.timeline.spans, pid=session.config.rank)
     return path

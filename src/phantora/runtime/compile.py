@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from phantora.runtime.session import Session
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from phantora.runtime.session import Session
 
 
 def install_compile_fallback(session: Session) -> None:

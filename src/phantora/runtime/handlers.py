@@ -39,7 +39,7 @@ def _read_to_host(mode: HybridMode, src: torch.Tensor, *, blocking: bool) -> Non
     host_meta = TensorMeta(meta.shape, meta.dtype, meta.stride, "cpu")
     span = mode.recorder.launch(_copy_call("aten.copy_.default", host_meta, meta), device)
     if blocking:
-        mode.session.timeline.block_host_until(span.end_ns)
+        mode.session.wait_for_stream(span.stream, span.end_ns)
 
 
 def placeholder_scalar(t: torch.Tensor) -> bool | int | float | complex:
@@ -105,7 +105,7 @@ def _charge_host_to_device(mode: HybridMode, dst: torch.Tensor, src: torch.Tenso
     # From pageable memory the copy is synchronous for the host (CUDA stages it); from pinned
     # memory with non_blocking=True the host goes on at once.
     if blocking or not src.is_pinned():
-        mode.session.timeline.block_host_until(span.end_ns)
+        mode.session.wait_for_stream(span.stream, span.end_ns)
 
 
 def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:

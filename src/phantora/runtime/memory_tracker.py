@@ -27,6 +27,10 @@ class MemoryTracker:
         """storage address (StorageImpl*) -> (device, allocator handle)"""
         self._pending_frees: list[int] = []
 
+    def _sample(self, device: int) -> None:
+        allocator = self._session.allocators[device]
+        self._session.memory_samples.append((self._session.now_ns(), device, allocator.allocated_bytes, allocator.reserved_bytes))
+
     def track_new_storage(self, tensor: torch.Tensor, stream_id: int) -> None:
         """Allocate a block for `tensor`'s storage if this storage is new."""
         self.drain_frees()  # first: a dead storage's address may already be reused
@@ -42,6 +46,7 @@ class MemoryTracker:
             raise torch.cuda.OutOfMemoryError(str(error)) from None
         self._live[key] = (device, handle)
         weakref.finalize(storage, self._pending_frees.append, key)
+        self._sample(device)
 
     def resize_storage(self, storage: torch.UntypedStorage, new_nbytes: int, stream_id: int) -> None:
         """`UntypedStorage.resize_` on a fake CUDA storage (FSDP frees and re-allocates this way)."""
@@ -72,3 +77,4 @@ class MemoryTracker:
             entry = self._live.pop(pending.pop(0), None)
             if entry is not None:
                 self._session.allocators[entry[0]].free(entry[1])
+                self._sample(entry[0])

@@ -14,7 +14,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from phantora.runtime.session import Session
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from phantora.runtime.session import Session
 
 aten = torch.ops.aten
 

@@ -8,6 +8,7 @@ writes what it measured.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -54,13 +55,15 @@ class Session:
         self.compute = compute or ComputeModel(self.gpu, database=database)
         self.host = host or HostModel()
         self.timeline = Timeline(launch_latency_ns=self.host.launch_latency_ns)
-        allocator_config = AllocatorConfig.from_env()
+        allocator_config = AllocatorConfig.from_env(os.environ)
         self.allocators = [
             CachingAllocatorModel(self.gpu.total_memory_bytes, self.gpu.cuda_context_bytes,
                                   config=allocator_config, device_index=i)
             for i in range(config.devices_per_process)
         ]
         self.stats = OpStats()
+        self.memory_samples: list[tuple[int, int, int, int]] = []
+        """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change."""
         self.lock = threading.RLock()
         self._warned: set[str] = set()
         self.on_exit: list[Callable[[], None]] = []
@@ -111,10 +114,19 @@ class Session:
     def synchronize_device(self, device: int) -> None:
         with self.lock:
             self.timeline.synchronize_device(device)
+            self.allocators[device].synchronize()
 
     def synchronize_stream(self, stream: StreamKey) -> None:
         with self.lock:
             self.timeline.synchronize_stream(stream)
+            self.allocators[stream[0]].stream_work_done(stream[1])
+
+    def wait_for_stream(self, stream: StreamKey, until_ns: int) -> None:
+        """The host blocks until `stream` reaches `until_ns` (a blocking copy or `.item()`)."""
+        with self.lock:
+            self.timeline.block_host_until(until_ns)
+            if self.timeline.stream_tail(stream) <= until_ns:
+                self.allocators[stream[0]].stream_work_done(stream[1])
 
     # -- warnings and placeholders -----------------------------------------------------------
     def warn_once(self, key: str, message: str) -> None:

@@ -1,0 +1,74 @@
+"""Real scripts, unmodified, end to end under `phantora run`."""
+
+import re
+
+from conftest import REPO, SCRIPTS
+
+
+def test_cuda_api_surface(phantora):
+    run = phantora(str(SCRIPTS / "cuda_api_probe.py"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("PROBE")
+    assert seen["available"] and seen["count"] == 1 and seen["name"] == "NVIDIA H200"
+    assert seen["capability"] == [9, 0] and seen["sms"] == 132 and seen["bf16"]
+    # the host runs ahead of the GPU; synchronize and events see the GPU's time
+    assert seen["launch_s"] < seen["sync_s"]
+    assert abs(seen["event_ms"] / 1e3 - seen["sync_s"]) < 0.5 * seen["sync_s"]
+    # 10 bf16 4096^3 GEMMs: 1.37 TFLOP, at most ~1 PFLOP/s peak -> at least 1.3 ms
+    assert seen["event_ms"] > 1.3
+    # independent streams overlap, ordered ones do not
+    assert seen["two_streams_s"] < 0.8 * seen["ordered_streams_s"]
+    assert seen["stream_is_current"]
+    # placeholders (Note [Placeholder values])
+    assert seen["item"] == 0.0 and seen["finite_all"] is True and seen["any"] is False
+    assert seen["nonzero_shape"] == [16, 2] and seen["cpu_copy"] == [[0.0, 0.0], [0.0, 0.0]]
+    # memory API backed by the allocator model
+    assert seen["alloc_delta"] == 1 << 30 and seen["after_free"] == 0 and seen["peak_delta"] == 1 << 30
+    assert seen["reserved_ge_alloc"] and seen["mem_info_ok"] and seen["stats_keys"]
+    assert seen["grad_dtype"] == "torch.float32" and seen["param_device"] == "cuda:0"
+    assert seen["compiled_runs"] == [2, 256]
+    assert "CUDA graphs" in seen["graph_error"]
+    assert any("torch.compile" in w for w in run.summary["warnings"])
+    assert run.summary["placeholder_reads"][".item()"] >= 1
+
+
+def test_oom_on_small_gpu_fits_on_large(phantora):
+    too_big = phantora(str(SCRIPTS / "oom_probe.py"), "--gib", "100", gpu="h100")
+    assert too_big.code != 0
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB" in too_big.stderr
+    assert too_big.stderr.strip().splitlines()[-1].startswith("phantora: error: the program exited with code 1")
+    assert too_big.summary["ooms"] == 1 and not too_big.summary["complete"]  # partial results written
+    fits = phantora(str(SCRIPTS / "oom_probe.py"), "--gib", "100", gpu="h200")
+    assert fits.code == 0, fits.stderr
+    assert "FIT 100 GiB" in fits.stdout
+    caught = phantora(str(SCRIPTS / "oom_probe.py"), "--gib", "100", "--catch", gpu="h100")
+    assert caught.code == 0 and "CAUGHT after 7" in caught.stdout
+
+
+def test_example_is_deterministic_and_prints_simulated_times(phantora):
+    args = (str(REPO / "examples" / "nanogpt_train.py"), "--layers", "2", "--steps", "3", "--batch", "4")
+    first, second = phantora(*args), phantora(*args)
+    assert first.code == 0, first.stderr
+    times = re.findall(r"step \d: .* ([\d.]+) ms", first.stdout)
+    assert len(times) == 3 and all(float(t) > 0 for t in times)
+    assert first.stdout == second.stdout  # same inputs, same simulated numbers
+    summary = first.summary
+    assert summary["complete"] and summary["kernels"] > 100 and 0 < summary["gpu_busy_fraction"] <= 1
+    assert (first.out_dir / "report.png").exists() and (first.out_dir / "rank0" / "trace.json").exists()
+
+
+def test_script_error_is_reported_with_nonzero_exit(phantora, tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text("import torch\nx = torch.ones(3, device='cuda')\nraise ValueError('boom')\n")
+    run = phantora(str(script))
+    assert run.code == 1
+    assert "ValueError: boom" in run.stderr
+    assert (run.out_dir / "summary.json").exists()
+
+
+def test_argv_and_main_are_the_users(phantora, tmp_path):
+    script = tmp_path / "argv.py"
+    script.write_text("import sys\nprint('ARGV', sys.argv[1:], __name__)\n")
+    run = phantora(str(script), "--lr", "3", "x y")
+    assert run.code == 0, run.stderr
+    assert "ARGV ['--lr', '3', 'x y'] __main__" in run.stdout
