@@ -1,0 +1,577 @@
+"""Tests of the GPU memory model (phantora.models.memory).
+
+Two kinds: hand-derived answers for each allocator rule, and a step-by-step replay of real
+allocator behaviour recorded on an H200 by benchmarks/h200/allocator_probe.py
+(data/h200/allocator_probe.json, torch 2.11.0+cu130).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phantora.models.memory import (
+    CUDA_MALLOC_HEADROOM_BYTES,
+    K_LARGE_BUFFER,
+    OOM_DOCS_URL,
+    AllocatorConfig,
+    CachingAllocatorModel,
+    SimulatedOutOfMemoryError,
+    allocation_size,
+    format_size,
+    round_size,
+)
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+PROBE = Path(__file__).resolve().parents[2] / "data" / "h200" / "allocator_probe.json"
+
+H200_NVML_CONTEXT_BYTES = 588 * MiB
+"""What NVML reports for the probe process with nothing reserved: the capacity scenario's OOM
+message says "this process has 588.00 MiB memory in use" while total - free is 596.81 MiB."""
+LAZY_MODULE_LOAD_BYTES = 2 * MiB
+"""The first launch of torch.cuda._sleep loads its module and grows the context by 2 MiB
+(record_stream scenario: mem_get_info drops by 2 MiB at the first 'sleep' step)."""
+
+DEFAULT = AllocatorConfig()
+
+
+def small_device(total: int = 10 * GiB, context: int = 1 * GiB, conf: str = "") -> CachingAllocatorModel:
+    return CachingAllocatorModel(total, context, AllocatorConfig.parse(conf))
+
+
+# ----------------------------------------------------------------------------- size rules
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "rounded"),
+    [(1, 512), (511, 512), (512, 512), (513, 1024), (1023, 1024), (MiB, MiB), (MiB + 1, MiB + 512)],
+)
+def test_round_size_default(nbytes: int, rounded: int) -> None:
+    assert round_size(nbytes, DEFAULT) == rounded
+
+
+@pytest.mark.parametrize(
+    ("rounded", "segment"),
+    [
+        (512, 2 * MiB),
+        (MiB, 2 * MiB),
+        (MiB + 512, 20 * MiB),
+        (10 * MiB - 512, 20 * MiB),
+        (10 * MiB, 10 * MiB),
+        (10 * MiB + 512, 12 * MiB),
+        (37_123_584, 36 * MiB),
+    ],
+)
+def test_allocation_size(rounded: int, segment: int) -> None:
+    assert allocation_size(rounded, DEFAULT) == segment
+
+
+def test_roundup_power2_divisions_single_value() -> None:
+    conf = AllocatorConfig.parse("roundup_power2_divisions:4")
+    assert round_size(1200, conf) == 1536  # 1200 <= 512 * 4: plain rounding
+    assert round_size(3000, conf) == 3072  # 2048 + 2 * 512
+    assert round_size(700_000, conf) == 786_432  # 512 KiB + 2 * 128 KiB
+    assert round_size(5 * MiB + 1, conf) == 6 * MiB
+    assert round_size(4 * MiB, conf) == 4 * MiB  # a power of two stays
+
+
+def test_roundup_power2_divisions_list() -> None:
+    conf = AllocatorConfig.parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]")
+    assert conf.roundup_power2_divisions[:9] == (1,) * 9
+    assert conf.roundup_power2_divisions[9:11] == (2, 4)
+    assert conf.roundup_power2_divisions[11:] == (8,) * 5
+    assert round_size(600 * MiB + 1, conf) == 768 * MiB
+    assert round_size(1536 * MiB + 1, conf) == 1792 * MiB
+    assert round_size(3 * GiB + 1, conf) == 3 * GiB + 256 * MiB
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "text"),
+    [
+        (0, "0 bytes"),
+        (1024, "1024 bytes"),
+        (1025, "1.00 KiB"),
+        (MiB, "1024.00 KiB"),
+        (GiB, "1024.00 MiB"),
+        (GiB + 1, "1.00 GiB"),
+        (150_109_880_320, "139.80 GiB"),
+    ],
+)
+def test_format_size(nbytes: int, text: str) -> None:
+    assert format_size(nbytes) == text
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_config_parse_values() -> None:
+    conf = AllocatorConfig.parse(
+        " max_split_size_mb:128, garbage_collection_threshold:0.6,expandable_segments:False,"
+        "release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True,pinned_num_register_threads:8"
+    )
+    assert conf.max_split_size_bytes == 128 * MiB
+    assert conf.garbage_collection_threshold == 0.6
+    assert conf.expandable_segments is False
+    assert conf.max_non_split_rounding_bytes == K_LARGE_BUFFER
+
+
+def test_config_large_segment_sets_rounding_floor() -> None:
+    conf = AllocatorConfig.parse("max_split_size_mb:64,large_segment_size_mb:32")
+    assert conf.large_segment_size_bytes == 32 * MiB
+    assert conf.max_non_split_rounding_bytes == 32 * MiB
+    assert allocation_size(2 * MiB, conf) == 32 * MiB
+
+
+def test_config_from_env_prefers_cuda_variable() -> None:
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:100", "PYTORCH_ALLOC_CONF": "max_split_size_mb:200"}
+    assert AllocatorConfig.from_env(env).max_split_size_bytes == 100 * MiB
+    assert AllocatorConfig.from_env({"PYTORCH_ALLOC_CONF": "max_split_size_mb:200"}).max_split_size_bytes == 200 * MiB
+    assert AllocatorConfig.from_env({}) == AllocatorConfig()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "max_split_size_mb",
+        "max_split_size_mb:",
+        "max_split_size_mb:abc",
+        "max_split_size_mb:10",  # below the 20 MiB large segment
+        "max_split_size_mb:100;expandable_segments:True",
+        "max_split_size_mb:100 expandable_segments:True",
+        "no_such_option:1",
+        "expandable_segments:yes",
+        "garbage_collection_threshold:1.5",
+        "roundup_power2_divisions:3",
+        "roundup_power2_divisions:[256:3]",
+        "roundup_power2_divisions:[300:2]",
+        "roundup_power2_divisions:[256:2",
+        "backend:magic",
+        "pinned_num_register_threads:3",
+        "large_segment_size_mb:8",
+    ],
+)
+def test_config_rejects_malformed(bad: str) -> None:
+    with pytest.raises(ValueError, match="PYTORCH_CUDA_ALLOC_CONF"):
+        AllocatorConfig.parse(bad)
+
+
+@pytest.mark.parametrize("conf", ["expandable_segments:True", "backend:cudaMallocAsync", "throw_on_cudamalloc_oom:True"])
+def test_unemulated_options_raise(conf: str) -> None:
+    with pytest.raises(NotImplementedError):
+        small_device(conf=conf)
+
+
+# ----------------------------------------------------------------------------- allocator rules
+
+
+def test_zero_byte_allocation_touches_nothing() -> None:
+    m = small_device()
+    before = m.memory_stats()
+    assert m.malloc(0) == 0
+    m.free(0)
+    assert m.memory_stats() == before
+
+
+def test_small_pool_packs_2mib_segments() -> None:
+    m = small_device()
+    ptrs = [m.malloc(600_000) for _ in range(3)]  # 600064 B blocks: three fit in 2 MiB
+    assert m.reserved_bytes == 2 * MiB
+    assert m.allocated_bytes == 3 * 600_064
+    ptrs.append(m.malloc(600_000))
+    assert m.reserved_bytes == 4 * MiB
+    stats = m.memory_stats()
+    assert stats["segment.small_pool.current"] == 2
+    assert stats["inactive_split_bytes.small_pool.current"] == (2 * MiB - 3 * 600_064) + (2 * MiB - 600_064)
+    m.free(ptrs[1])
+    m.empty_cache()  # neither segment is fully free
+    assert m.reserved_bytes == 4 * MiB
+    for p in (ptrs[0], ptrs[2], ptrs[3]):
+        m.free(p)
+    m.empty_cache()
+    assert m.reserved_bytes == 0
+    assert m.memory_stats()["num_device_free"] == 2
+
+
+def test_small_split_keeps_a_512_byte_remainder() -> None:
+    m = small_device()
+    m.malloc(MiB)
+    m.malloc(MiB - 512)  # leaves exactly kMinBlockSize: still split off
+    assert m.allocated_bytes == 2 * MiB - 512
+    m.malloc(1)  # served by the 512 B remainder
+    assert (m.allocated_bytes, m.reserved_bytes) == (2 * MiB, 2 * MiB)
+
+
+def test_large_split_needs_more_than_1mib_remainder() -> None:
+    m = small_device()
+    a = m.malloc(19 * MiB)  # 20 MiB segment, 1 MiB left: not > kSmallSize, so no split
+    assert m.allocated_bytes == 20 * MiB
+    m.free(a)
+    b = m.malloc(18 * MiB)  # reuses it, 2 MiB left: split
+    assert m.allocated_bytes == 18 * MiB
+    assert m.memory_stats()["inactive_split_bytes.large_pool.current"] == 2 * MiB
+    m.free(b)
+    assert m.memory_stats()["inactive_split.all.current"] == 0
+
+
+def test_free_merges_neighbours() -> None:
+    m = small_device()
+    a, b, c = (m.malloc(4 * MiB) for _ in range(3))  # one 20 MiB segment
+    assert m.reserved_bytes == 20 * MiB
+    m.free(b)
+    s = m.memory_stats()
+    assert s["inactive_split.all.current"] == 2  # the hole and the 8 MiB tail
+    assert s["inactive_split_bytes.all.current"] == 12 * MiB
+    m.free(a)  # merges with b's hole
+    s = m.memory_stats()
+    assert s["inactive_split.all.current"] == 2
+    d = m.malloc(6 * MiB)  # best fit: the 8 MiB tail and the 8 MiB hole tie; the hole has the lower address
+    assert d == a
+    m.free(c)
+    m.free(d)
+    assert [b["size"] for b in m.snapshot()[0]["blocks"]] == [20 * MiB]
+
+
+def test_best_fit_takes_smallest_sufficient_block() -> None:
+    m = small_device()
+    blocks = {n: m.malloc(n * MiB) for n in (12, 16, 30)}
+    for p in blocks.values():
+        m.free(p)
+    assert m.malloc(13 * MiB) == blocks[16]
+    assert m.malloc(11 * MiB) == blocks[12]
+    assert m.reserved_bytes == 58 * MiB
+
+
+def test_streams_have_separate_pools() -> None:
+    m = small_device()
+    a = m.malloc(40 * MiB, stream=7)
+    m.free(a)
+    b = m.malloc(40 * MiB, stream=0)
+    assert b != a
+    assert m.reserved_bytes == 80 * MiB
+    assert m.malloc(40 * MiB, stream=7) == a
+
+
+def test_record_stream_defers_reuse_until_stream_work_done() -> None:
+    m = small_device()
+    a = m.malloc(30 * MiB, stream=0)
+    m.record_stream(a, 0)  # the allocation stream: ignored
+    m.record_stream(a, 5)
+    m.free(a)
+    assert m.allocated_bytes == 0
+    assert m.memory_stats()["active_bytes.all.current"] == 30 * MiB
+    assert m.pending_event_streams() == {5}
+    b = m.malloc(30 * MiB)  # a's block is still in use on stream 5
+    assert b != a
+    m.stream_work_done(6)  # another stream: no effect
+    c = m.malloc(1000)
+    assert m.memory_stats()["active_bytes.all.current"] == 30 * MiB + 30 * MiB + 1024
+    m.stream_work_done(5)
+    assert m.memory_stats()["active_bytes.all.current"] == 60 * MiB + 1024  # noticed only at next malloc
+    d = m.malloc(30 * MiB)
+    assert d == a
+    assert m.pending_event_streams() == set()
+    for p in (b, c, d):
+        m.free(p)
+
+
+def test_events_recorded_after_stream_done_stay_pending() -> None:
+    m = small_device()
+    a = m.malloc(30 * MiB)
+    m.record_stream(a, 5)
+    m.stream_work_done(5)  # before the free: the event recorded at free is newer
+    m.free(a)
+    m.malloc(1000)
+    assert m.memory_stats()["active_bytes.all.current"] == 30 * MiB + 1024
+
+
+def test_empty_cache_waits_for_pending_events() -> None:
+    m = small_device()
+    a = m.malloc(30 * MiB)
+    m.record_stream(a, 3)
+    m.free(a)
+    m.empty_cache()
+    assert m.reserved_bytes == 0
+    assert m.memory_stats()["num_sync_all_streams"] == 1
+
+
+def test_oom_message_and_counters() -> None:
+    m = small_device(total=10 * GiB, context=1 * GiB)
+    a = m.malloc(8 * GiB)
+    with pytest.raises(SimulatedOutOfMemoryError) as err:
+        m.malloc(2 * GiB)
+    assert str(err.value) == (
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 10.00 GiB of which "
+        "1024.00 MiB is free. Including non-PyTorch memory, this process has 9.00 GiB memory in use. Of the "
+        "allocated memory 8.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. "
+        "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+        f"to avoid fragmentation.  See documentation for Memory Management  ({OOM_DOCS_URL})"
+    )
+    assert err.value.requested_bytes == 2 * GiB
+    s = m.memory_stats()
+    assert (s["num_ooms"], s["num_alloc_retries"], s["num_sync_all_streams"]) == (1, 1, 1)
+    m.free(a)
+
+
+def test_oom_path_releases_cached_segments_then_retries() -> None:
+    m = small_device(total=10 * GiB, context=1 * GiB)
+    a = m.malloc(5 * GiB)
+    m.malloc(3 * GiB)
+    m.free(a)  # 5 GiB cached; 1 GiB free on the device
+    c = m.malloc(5 * GiB + 2 * MiB)  # does not fit the cached block, cudaMalloc fails, release, retry
+    assert m.reserved_bytes == 8 * GiB + 2 * MiB
+    assert m.memory_stats()["num_alloc_retries"] == 1
+    assert m.memory_stats()["num_ooms"] == 0
+    m.free(c)
+
+
+def test_capacity_keeps_malloc_headroom() -> None:
+    total, context = 10 * GiB, 1 * GiB
+    m = small_device(total=total, context=context)
+    room = total - context - CUDA_MALLOC_HEADROOM_BYTES
+    a = m.malloc(room)
+    assert m.mem_get_info() == (CUDA_MALLOC_HEADROOM_BYTES, total)
+    m.free(a)
+    m.empty_cache()
+    with pytest.raises(SimulatedOutOfMemoryError):
+        m.malloc(room + 2 * MiB)
+
+
+def test_max_split_size_oversize_blocks() -> None:
+    m = small_device(conf="max_split_size_mb:64")
+    a = m.malloc(100 * MiB)
+    m.free(a)
+    assert m.malloc(90 * MiB) == a  # within kLargeBuffer of the request: taken whole
+    assert m.allocated_bytes == 100 * MiB
+    s = m.memory_stats()
+    assert s["oversize_allocations.current"] == 1 and s["max_split_size"] == 64 * MiB
+    m.free(a)
+    c = m.malloc(70 * MiB)  # 100 >= 70 + 20: not taken
+    assert c != a
+    m.malloc(30 * MiB)  # a small request may not take an oversize block
+    assert m.reserved_bytes == 200 * MiB
+
+
+def test_release_available_cached_blocks_frees_oversize_blocks_only() -> None:
+    m = small_device(total=10 * GiB, context=1 * GiB, conf="max_split_size_mb:64")
+    blocks = [m.malloc(n * MiB) for n in (100, 70)]
+    fill = m.malloc(9 * GiB - 170 * MiB - 120 * MiB)  # 120 MiB left on the device
+    for p in blocks:
+        m.free(p)
+    g = m.malloc(160 * MiB)  # no cached block fits; cudaMalloc fails; releasing 100 + 70 MiB >= 160 MiB
+    s = m.memory_stats()
+    assert (s["num_alloc_retries"], s["num_device_free"], s["num_sync_all_streams"]) == (0, 2, 0)
+    assert m.reserved_bytes == 9 * GiB - 290 * MiB + 160 * MiB
+    m.free(g)
+    m.free(fill)
+
+
+def test_release_available_single_block_then_full_release() -> None:
+    m = small_device(total=10 * GiB, context=1 * GiB, conf="max_split_size_mb:64")
+    a, b = m.malloc(100 * MiB), m.malloc(70 * MiB)
+    fill = m.malloc(9 * GiB - 170 * MiB - 50 * MiB)  # 50 MiB left on the device
+    m.free(a)
+    m.malloc(75 * MiB)  # the 100 MiB block is >= 75 + 20 so not reused, but released alone
+    s = m.memory_stats()
+    assert (s["num_device_free"], s["num_alloc_retries"]) == (1, 0)
+    m.free(b)
+    m.malloc(140 * MiB)  # the oversize blocks (70 MiB) do not add up to 140 MiB: release all, retry
+    s = m.memory_stats()
+    assert (s["num_device_free"], s["num_alloc_retries"], s["num_ooms"]) == (2, 1, 0)
+    m.free(fill)
+
+
+def test_garbage_collection_releases_old_blocks() -> None:
+    m = small_device(total=20 * GiB, context=1 * GiB, conf="garbage_collection_threshold:0.5")
+    m.set_memory_fraction(0.5)  # 10 GiB allowed, GC above 5 GiB
+    a, b = m.malloc(2 * GiB), m.malloc(2 * GiB)
+    m.free(a)
+    m.free(b)
+    m.malloc(1 * GiB + 4 * MiB)  # takes a 2 GiB block (split), ages the other
+    m.malloc(3 * GiB)  # 4 GiB reserved <= 5: no GC
+    assert m.reserved_bytes == 7 * GiB
+    m.malloc(3 * GiB)  # 7 GiB > 5: GC frees the unsplit cached 2 GiB block first
+    assert m.reserved_bytes == 8 * GiB
+    with pytest.raises(SimulatedOutOfMemoryError, match=r"10\.00 GiB allowed; "):
+        m.malloc(3 * GiB)
+
+
+def test_reset_peak_stats() -> None:
+    m = small_device()
+    a = m.malloc(100 * MiB)
+    m.free(a)
+    assert m.peak_allocated_bytes == 100 * MiB
+    m.reset_peak_stats()
+    assert m.peak_allocated_bytes == 0
+    assert m.peak_reserved_bytes == 100 * MiB  # still reserved
+
+
+def test_invalid_pointers_are_rejected() -> None:
+    m = small_device()
+    a = m.malloc(1000)
+    m.free(a)
+    with pytest.raises(ValueError, match="invalid device pointer"):
+        m.free(a)
+    with pytest.raises(ValueError, match="invalid device pointer"):
+        m.free(12345)
+    with pytest.raises(ValueError):
+        m.record_stream(a, 1)
+
+
+def test_one_exabyte_request_fails_at_once() -> None:
+    m = small_device()
+    with pytest.raises(SimulatedOutOfMemoryError, match="more than 1EB"):
+        m.malloc(2**60)
+    assert m.memory_stats()["num_ooms"] == 0
+
+
+def test_many_operations_are_fast() -> None:
+    m = CachingAllocatorModel(140 * GiB, GiB)
+    sizes = [512 * (i % 7 + 1) * (4 ** (i % 9)) + i for i in range(4000)]
+    live: list[int] = []
+    start = time.perf_counter()
+    for rnd in range(5):
+        for i, n in enumerate(sizes):
+            live.append(m.malloc(n))
+            if i % 3 == rnd % 3:
+                m.free(live.pop(len(live) // 2))
+        while live:
+            m.free(live.pop())
+    elapsed = time.perf_counter() - start
+    assert elapsed < 3.0, f"{elapsed:.2f} s for ~33k operations"
+
+
+# ----------------------------------------------------------------------------- replay of the H200 probe
+
+
+def _probe() -> dict[str, Any]:
+    assert PROBE.exists(), f"{PROBE} is missing: run benchmarks/h200/allocator_probe.py on a GPU"
+    return json.loads(PROBE.read_text())
+
+
+def _layout(segments: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Segments as comparable values: addresses differ between model and device, layouts must not."""
+    return sorted(
+        (
+            s["segment_type"],
+            s["stream"],
+            s["total_size"],
+            tuple((b["size"], b["state"], b["requested_size"]) for b in s["blocks"]),
+        )
+        for s in segments
+    )
+
+
+def _replay(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Feed a recorded scenario into a fresh model; return what the model reports after each step."""
+    free0, total = scenario["mem_get_info_start"]
+    model = CachingAllocatorModel(
+        total,
+        total - free0,
+        AllocatorConfig.parse(scenario["conf"] or ""),
+        nvml_context_bytes=H200_NVML_CONTEXT_BYTES,
+    )
+    streams = scenario["streams"]
+    ptrs: dict[str, int] = {}
+    loaded_sleep_kernel = False
+    out = []
+    for step in scenario["steps"]:
+        op = step["op"]
+        oom = None
+        kind = op["op"]
+        if kind == "malloc":
+            try:
+                ptrs[op["name"]] = model.malloc(op["nbytes"], streams[op["stream"]])
+            except SimulatedOutOfMemoryError as e:
+                oom = str(e)
+        elif kind == "free":
+            model.free(ptrs.pop(op["name"]))
+        elif kind == "record_stream":
+            model.record_stream(ptrs[op["name"]], streams[op["stream"]])
+        elif kind == "sleep":  # a kernel launch: the runtime would grow the context on first load
+            if not loaded_sleep_kernel:
+                model.context_bytes += LAZY_MODULE_LOAD_BYTES
+                loaded_sleep_kernel = True
+        elif kind == "synchronize":
+            model.synchronize()
+        elif kind == "empty_cache":
+            model.empty_cache()
+        elif kind == "reset_peak":
+            model.reset_peak_stats()
+        elif kind == "set_fraction":
+            model.set_memory_fraction(op["fraction"])
+        else:
+            raise AssertionError(f"unknown probe op {kind}")
+        out.append(
+            {
+                "allocated": model.allocated_bytes,
+                "reserved": model.reserved_bytes,
+                "stats": model.memory_stats(),
+                "oom": oom,
+                "layout": _layout(model.snapshot()),
+                "mem_get_info": list(model.mem_get_info()),
+            }
+        )
+    return out
+
+
+SCENARIOS = sorted(_probe()["scenarios"]) if PROBE.exists() else []
+
+
+def test_probe_covers_the_brief() -> None:
+    data = _probe()
+    assert data["meta"]["device"] == "NVIDIA H200"
+    assert {"oom_retry", "capacity", "max_split", "record_stream", "two_streams", "fraction_gc"} <= set(SCENARIOS)
+    for name, sc in data["scenarios"].items():
+        assert sc["error"] is None, f"{name}: {sc['error']}"
+        assert sc["steps"], name
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replay_allocated_and_reserved_every_step(name: str) -> None:
+    scenario = _probe()["scenarios"][name]
+    for i, (real, model) in enumerate(zip(scenario["steps"], _replay(scenario), strict=True)):
+        assert (model["allocated"], model["reserved"]) == (real["allocated"], real["reserved"]), f"step {i} {real['op']}"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replay_memory_stats_every_step(name: str) -> None:
+    scenario = _probe()["scenarios"][name]
+    for i, (real, model) in enumerate(zip(scenario["steps"], _replay(scenario), strict=True)):
+        assert model["stats"] == real["stats"], f"step {i} {real['op']}"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replay_oom_messages(name: str) -> None:
+    scenario = _probe()["scenarios"][name]
+    for i, (real, model) in enumerate(zip(scenario["steps"], _replay(scenario), strict=True)):
+        assert model["oom"] == real["op"].get("oom"), f"step {i}"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replay_segment_layout_every_step(name: str) -> None:
+    scenario = _probe()["scenarios"][name]
+    for i, (real, model) in enumerate(zip(scenario["steps"], _replay(scenario), strict=True)):
+        assert model["layout"] == _layout(real["segments"]), f"step {i} {real['op']}"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_replay_mem_get_info_every_step(name: str) -> None:
+    scenario = _probe()["scenarios"][name]
+    for i, (real, model) in enumerate(zip(scenario["steps"], _replay(scenario), strict=True)):
+        assert model["mem_get_info"] == real["mem_get_info"], f"step {i} {real['op']}"
+
+
+def test_replay_sees_ooms_and_retries() -> None:
+    """The probe must exercise the OOM path, or the replay tests above prove little about it."""
+    data = _probe()["scenarios"]
+    ooms = [s["op"]["oom"] for sc in data.values() for s in sc["steps"] if "oom" in s["op"]]
+    assert len(ooms) >= 5
+    assert any("allowed; " in m for m in ooms)
+    assert data["oom_retry"]["steps"][-1]["stats"]["num_alloc_retries"] == 3
