@@ -1,0 +1,353 @@
+"""The event-driven network simulator: collectives and transfers in, completion times out.
+
+Interface (what the coordinator calls)
+--------------------------------------
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=4, gpus_per_node=8)))
+    net.submit(CollectiveRequest(op="all_reduce", group=(0, 1, 2, 3), size_bytes=64 << 20,
+                                 start_ns=t, key=("pg3", 17)))
+    net.submit_p2p(src=0, dst=8, size_bytes=1 << 20, start_ns=t, key=("pp", 4))
+    done = net.advance_to(safe_ns)        # -> [Completion(key, op, start_ns, end_ns, algorithm, protocol)]
+    done = net.run_until_next_completion()  # when every rank is blocked on the network
+    done = net.run_until_idle()             # drain at the end
+    net.next_event_ns()                     # earliest internal event (None when idle)
+    net.speculate()                         # tentative completions of everything in flight; no side effects
+
+- `group` lists global ranks (= GPU ids) in the process group's rank order; `root` is a global rank.
+- `start_ns` is when the collective can start on every member: the coordinator computes it (the last
+  member's stream reaching the collective). The simulator knows nothing of streams.
+- `size_bytes` follows nccl-tests' convention per op (`nccl.SIZE_CONVENTION`).
+- `key` identifies the request in its completion: an int, a str, or a tuple of those (e.g. (group id,
+  sequence number)). (start_ns, key) must be unique among requests in flight.
+
+Note: [Late events: conservative safe time]
+The coordinator may learn of a transfer late (a slow rank reports it after others have moved on). The
+simulator never computes past a time the caller has not declared safe, so it never has to undo work:
+- `advance_to(safe_ns)` is the caller's promise that no request with `start_ns < safe_ns` will be
+  submitted afterwards. The simulator processes every event up to `safe_ns`, returns the completions
+  that happened by then (these are final: nothing submitted later can start before them) and sets
+  `now_ns = safe_ns`.
+- `run_until_next_completion()` is the promise for the blocked case: "nothing will start before the next
+  completion" (true when every rank waits on the network); `now_ns` becomes that completion's time.
+- A request with `start_ns < now_ns` breaks the promise and raises `LateRequestError` - unless it touches
+  no link before `now_ns` (its fixed latency carries its first event past `now_ns`), in which case it is
+  still simulated exactly.
+- Between two promises, requests may arrive in any order; they wait in a queue ordered canonically by
+  (time, start_ns, key). `speculate()` looks ahead on a copy of the state, never on the state itself.
+So the result is a pure function of the *set* of requests: bit-identical whatever order they were
+submitted in and however the caller interleaved its `advance_to` calls
+(tests/unit/network/test_network_simulator.py checks this with seeded random permutations).
+
+Note: [Determinism]
+State changes only at event instants (arrivals, data completions, tails), never at the caller's safe
+times, so the floating-point history of every flow is the same whatever the caller's call pattern.
+Flows get ids from a per-simulator counter in canonical order as they start; ties are broken by
+(time, kind, start_ns, key) and by flow id; no dict or set iteration order reaches a result.
+
+Note: [Event loop]
+A request waits its plan's fixed latency, then becomes a *flow* (one coflow, see flows.py) that shares
+link bandwidth max-min fairly with every other flow in flight, then waits its fixed tail. When flows
+start or end at an instant, only the flows connected to them through shared links (transitively) get
+new rates (flows.py: Note [Bit-exact progressive filling] explains why that gives the same bits as a
+global recomputation); each flow's remaining bytes are brought up to date lazily when its rate changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from phantora.models.network.flows import FlowShape, max_min_rates
+from phantora.models.network.nccl import NcclModel, Op, TransferPlan, transfer_ns
+from phantora.models.network.topology import Topology
+
+Key = Union[int, str, tuple["Key", ...]]
+
+_ARRIVE = 0  # the data phase starts
+_FINISH = 1  # the tail is over: the request completes
+
+
+class LateRequestError(ValueError):
+    """A request started before the time the caller already declared safe."""
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveRequest:
+    op: Op
+    group: tuple[int, ...]
+    """Global ranks (GPU ids) in the group's rank order."""
+    size_bytes: int
+    """nccl-tests convention per op, see nccl.SIZE_CONVENTION."""
+    start_ns: int
+    key: Key
+    root: int | None = None
+    """Global rank of the root for broadcast, reduce, gather, scatter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    key: Key
+    op: str
+    start_ns: int
+    end_ns: int
+    algorithm: str
+    protocol: str
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+def _order_key(key: Key) -> tuple:
+    """A total order over int/str/tuple keys (Python cannot compare 1 with "a")."""
+    if isinstance(key, bool):
+        raise TypeError(f"request key must be an int, a str or a tuple of those, got {key!r}")
+    if isinstance(key, int):
+        return (0, key)
+    if isinstance(key, str):
+        return (1, key)
+    if isinstance(key, tuple):
+        return (2, tuple(_order_key(k) for k in key))
+    raise TypeError(f"request key must be an int, a str or a tuple of those, got {type(key).__name__}")
+
+
+@dataclass(slots=True)
+class _Request:
+    req: CollectiveRequest
+    order: tuple
+    plan: TransferPlan
+
+
+@dataclass(slots=True)
+class _Flow:
+    fid: int
+    request: _Request
+    shape: FlowShape
+    cap_bytes_per_s: float
+    remaining_bytes: float
+    rate_bytes_per_s: float
+    updated_ns: int
+    finish_ns: int
+    version: int
+
+    def clone(self) -> "_Flow":
+        return _Flow(self.fid, self.request, self.shape, self.cap_bytes_per_s, self.remaining_bytes,
+                     self.rate_bytes_per_s, self.updated_ns, self.finish_ns, self.version)
+
+
+class NetworkSimulator:
+    """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
+
+    def __init__(self, topology: Topology, nccl: NcclModel | None = None) -> None:
+        self.topology = topology
+        self.nccl = nccl if nccl is not None else NcclModel(topology)
+        self._capacities = topology.capacities_bytes_per_s
+        self._now_ns = 0
+        """Caller-declared safe time: nothing may start before it."""
+        self._last_event_ns = 0
+        self._timers: list[tuple[int, int, int, tuple, _Request]] = []
+        self._flow_heap: list[tuple[int, int, int]] = []
+        self._flows: dict[int, _Flow] = {}
+        self._link_users: dict[int, set[int]] = {}
+        self._in_flight: dict[tuple[int, tuple], _Request] = {}
+        self._done: list[tuple[int, tuple, Completion]] = []
+        self._next_fid = 0
+
+    # --- submitting -------------------------------------------------------------------------------
+    @property
+    def now_ns(self) -> int:
+        return self._now_ns
+
+    def submit(self, request: CollectiveRequest) -> None:
+        """Queue one collective (or send_recv). Raises ValueError for malformed requests and
+        LateRequestError when it starts before `now_ns` and would touch the network before it."""
+        if not isinstance(request.start_ns, int) or request.start_ns < 0:
+            raise ValueError(f"start_ns must be a non-negative integer of nanoseconds, got {request.start_ns!r}")
+        if not isinstance(request.size_bytes, int):
+            raise ValueError(f"size_bytes must be an integer, got {request.size_bytes!r}")
+        order = _order_key(request.key)
+        ident = (request.start_ns, order)
+        if ident in self._in_flight:
+            raise ValueError(f"a request with key {request.key!r} and start {request.start_ns} ns is already in flight")
+        group = tuple(int(g) for g in request.group)
+        plan = self.nccl.plan(request.op, group, request.size_bytes, request.root)
+        first_event_ns = request.start_ns + plan.latency_ns
+        if plan.shape is None:
+            first_event_ns += plan.tail_ns
+        if first_event_ns < self._now_ns:
+            raise LateRequestError(
+                f"request {request.key!r} starts at {request.start_ns} ns, before the declared safe time "
+                f"{self._now_ns} ns: the caller promised no request would start before it")
+        r = _Request(request, order, plan)
+        self._in_flight[ident] = r
+        if plan.shape is None:
+            self._push_timer(first_event_ns, _FINISH, r)
+        else:
+            self._push_timer(request.start_ns + plan.latency_ns, _ARRIVE, r)
+
+    def submit_p2p(self, *, src: int, dst: int, size_bytes: int, start_ns: int, key: Key) -> None:
+        """A matched send/recv pair: `start_ns` is when both sides have reached it."""
+        self.submit(CollectiveRequest("send_recv", (src, dst), size_bytes, start_ns, key))
+
+    # --- advancing --------------------------------------------------------------------------------
+    def advance_to(self, safe_ns: int) -> list[Completion]:
+        """Process every event up to `safe_ns` (the caller's promise: nothing more starts before it)
+        and return the completions with `end_ns <= safe_ns`, ordered by (end_ns, key)."""
+        if safe_ns < self._now_ns:
+            raise ValueError(f"advance_to({safe_ns}) goes back in time: already at {self._now_ns} ns")
+        while (t := self.next_event_ns()) is not None and t <= safe_ns:
+            self._process_instant(t)
+        self._now_ns = safe_ns
+        return self._take_done(safe_ns)
+
+    def run_until_next_completion(self) -> list[Completion]:
+        """Process events until some request completes; return everything that completes at that
+        instant. The caller promises that nothing will start before it (every rank is blocked)."""
+        while not self._done and (t := self.next_event_ns()) is not None:
+            self._process_instant(t)
+        if not self._done:
+            return []
+        t = min(end for end, _, _ in self._done)
+        self._now_ns = max(self._now_ns, t)
+        return self._take_done(t)
+
+    def run_until_idle(self) -> list[Completion]:
+        """Process everything in flight; the caller promises nothing will start before the last completion."""
+        while (t := self.next_event_ns()) is not None:
+            self._process_instant(t)
+        self._now_ns = max(self._now_ns, self._last_event_ns)
+        return self._take_done(self._now_ns)
+
+    def next_event_ns(self) -> int | None:
+        """Time of the next internal event given the requests known now (None when idle)."""
+        heap = self._flow_heap
+        while heap:  # drop entries made stale by a rate change
+            _, fid, version = heap[0]
+            f = self._flows.get(fid)
+            if f is not None and f.version == version:
+                break
+            heapq.heappop(heap)
+        times = []
+        if heap:
+            times.append(heap[0][0])
+        if self._timers:
+            times.append(self._timers[0][0])
+        return min(times) if times else None
+
+    def speculate(self) -> list[Completion]:
+        """Tentative completions of every request in flight if nothing else were submitted.
+        Leaves the simulator untouched (runs on a copy)."""
+        return self._clone().run_until_idle()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # --- internals --------------------------------------------------------------------------------
+    def _push_timer(self, t: int, kind: int, r: _Request) -> None:
+        heapq.heappush(self._timers, (t, kind, r.req.start_ns, r.order, r))
+
+    def _take_done(self, up_to_ns: int) -> list[Completion]:
+        ready = sorted((e for e in self._done if e[0] <= up_to_ns), key=lambda e: (e[0], e[1]))
+        self._done = [e for e in self._done if e[0] > up_to_ns]
+        return [c for _, _, c in ready]
+
+    def _complete(self, r: _Request, t: int) -> None:
+        del self._in_flight[(r.req.start_ns, r.order)]
+        c = Completion(r.req.key, r.req.op, r.req.start_ns, t, r.plan.algorithm, r.plan.protocol)
+        self._done.append((t, (r.req.start_ns, r.order), c))
+
+    def _process_instant(self, t: int) -> None:
+        """Everything that happens at time t, in canonical order."""
+        assert t >= self._last_event_ns
+        self._last_event_ns = t
+        changed_links: list[np.ndarray] = []
+        # 1. Flows whose data is all sent.
+        finished: list[_Flow] = []
+        heap = self._flow_heap
+        while heap and heap[0][0] == t:
+            _, fid, version = heapq.heappop(heap)
+            f = self._flows.get(fid)
+            if f is not None and f.version == version:
+                finished.append(f)
+        for f in sorted(finished, key=lambda f: f.fid):
+            del self._flows[f.fid]
+            for link in f.shape.link_ids.tolist():
+                users = self._link_users[link]
+                users.discard(f.fid)
+                if not users:
+                    del self._link_users[link]
+            changed_links.append(f.shape.link_ids)
+            if f.request.plan.tail_ns:
+                self._push_timer(t + f.request.plan.tail_ns, _FINISH, f.request)
+            else:
+                self._complete(f.request, t)
+        # 2. Timers due now: data phases starting, tails ending (heap order is canonical).
+        arrivals: list[_Flow] = []
+        while self._timers and self._timers[0][0] == t:
+            _, kind, _, _, r = heapq.heappop(self._timers)
+            if kind == _FINISH:
+                self._complete(r, t)
+                continue
+            plan = r.plan
+            assert plan.shape is not None
+            f = _Flow(self._next_fid, r, plan.shape, plan.rate_cap_bytes_per_s, plan.bytes_per_subflow,
+                      0.0, t, t, 0)
+            self._next_fid += 1
+            self._flows[f.fid] = f
+            for link in f.shape.link_ids.tolist():
+                self._link_users.setdefault(link, set()).add(f.fid)
+            changed_links.append(f.shape.link_ids)
+            arrivals.append(f)
+        # 3. New rates for the flows that share links (transitively) with the ones that changed.
+        if changed_links:
+            self._reallocate(t, np.unique(np.concatenate(changed_links)))
+
+    def _affected_flows(self, seed_links: np.ndarray) -> list[_Flow]:
+        seen_links = set()
+        seen_flows: set[int] = set()
+        stack = [int(l) for l in seed_links.tolist()]
+        while stack:
+            link = stack.pop()
+            if link in seen_links:
+                continue
+            seen_links.add(link)
+            for fid in self._link_users.get(link, ()):
+                if fid not in seen_flows:
+                    seen_flows.add(fid)
+                    stack.extend(self._flows[fid].shape.link_ids.tolist())
+        return [self._flows[fid] for fid in sorted(seen_flows)]
+
+    def _reallocate(self, t: int, seed_links: np.ndarray) -> None:
+        flows = self._affected_flows(seed_links)
+        if not flows:
+            return
+        for f in flows:
+            if f.updated_ns != t:
+                f.remaining_bytes -= f.rate_bytes_per_s * (t - f.updated_ns) / 1e9
+                f.updated_ns = t
+        caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=len(flows))
+        rates = max_min_rates(self._capacities, [f.shape for f in flows], caps)
+        for f, rate in zip(flows, rates.tolist()):
+            f.rate_bytes_per_s = rate
+            f.finish_ns = t + max(1, transfer_ns(f.remaining_bytes, rate))
+            f.version += 1
+            heapq.heappush(self._flow_heap, (f.finish_ns, f.fid, f.version))
+
+    def _clone(self) -> "NetworkSimulator":
+        other = NetworkSimulator.__new__(NetworkSimulator)
+        other.topology = self.topology
+        other.nccl = self.nccl
+        other._capacities = self._capacities
+        other._now_ns = self._now_ns
+        other._last_event_ns = self._last_event_ns
+        other._timers = list(self._timers)
+        other._flow_heap = list(self._flow_heap)
+        other._flows = {fid: f.clone() for fid, f in self._flows.items()}
+        other._link_users = {link: set(u) for link, u in self._link_users.items()}
+        other._in_flight = dict(self._in_flight)
+        other._done = list(self._done)
+        other._next_fid = self._next_fid
+        return other
