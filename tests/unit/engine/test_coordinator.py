@@ -1,0 +1,470 @@
+"""The coordinator's engine core: hand-derived schedules, safe replies, determinism under any interleaving.
+
+Hand-derived cases run on `FixedNetwork`, where an operation takes exactly `size_bytes` ns on the
+network whatever else runs, so the expected times can be worked out on paper. The safety and
+determinism cases run on the real NetworkSimulator, where concurrent transfers share links.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from phantora.engine.coordinator import (
+    CollectiveMismatchError,
+    Coordinator,
+    DeadlockError,
+    ProtocolError,
+)
+from phantora.models.network import (
+    CollectiveRequest,
+    Completion,
+    LateRequestError,
+    NetworkSimulator,
+    Topology,
+    cluster_from_flags,
+)
+from phantora.protocol.records import (
+    CoalescedRecord,
+    CollectiveRecord,
+    EventRecordRecord,
+    HostTimeRecord,
+    KernelRecord,
+    RankFinished,
+    StreamWaitRecord,
+    SyncReply,
+    SyncRequest,
+)
+
+MiB = 1 << 20
+
+
+class FixedNetwork:
+    """Every operation takes `size_bytes` ns on the network, alone or not. Enforces the promise."""
+
+    def __init__(self) -> None:
+        self.now_ns = 0
+        self._flight: dict = {}
+        self.safe_calls: list[int] = []
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flight)
+
+    def submit(self, req: CollectiveRequest) -> None:
+        if req.start_ns < self.now_ns:
+            raise LateRequestError(f"{req.key} starts at {req.start_ns}, before the safe time {self.now_ns}")
+        self._flight[req.key] = Completion(req.key, req.op, req.start_ns, req.start_ns + req.size_bytes,
+                                           "ring", "Simple")
+
+    def submit_p2p(self, *, src, dst, size_bytes, start_ns, key) -> None:
+        self.submit(CollectiveRequest("send_recv", (src, dst), size_bytes, start_ns, key))
+
+    def next_event_ns(self):
+        return min((c.end_ns for c in self._flight.values()), default=None)
+
+    def advance_to(self, safe_ns: int) -> list[Completion]:
+        assert safe_ns >= self.now_ns
+        done = sorted((c for c in self._flight.values() if c.end_ns <= safe_ns), key=lambda c: (c.end_ns, c.key))
+        for c in done:
+            del self._flight[c.key]
+        self.now_ns = safe_ns
+        self.safe_calls.append(safe_ns)
+        return done
+
+
+def K(stream, host, dur, name="k"):
+    return KernelRecord(stream, host, dur, name)
+
+
+def AR(stream, host, group, seq, size, tag="pg"):
+    return CollectiveRecord(stream, host, tuple(group), seq, "all_reduce", size, None, tag)
+
+
+def SEND(stream, host, src, dst, seq, size, tag="p2p"):
+    return CollectiveRecord(stream, host, (src, dst), seq, "send", size, None, tag)
+
+
+def RECV(stream, host, src, dst, seq, size, tag="p2p"):
+    return CollectiveRecord(stream, host, (src, dst), seq, "recv", size, None, tag)
+
+
+def SYNC(rid, host, kind="device", stream=None, event=None):
+    return SyncRequest(rid, host, kind, stream, event)
+
+
+def times(spans):
+    return [(s.name, s.start_ns, s.end_ns) for s in spans]
+
+
+def replies_of(*submits):
+    out = {}
+    for batch in submits:
+        for rank, reply in batch:
+            out.setdefault(rank, []).append(reply)
+    return out
+
+
+# --- hand-derived schedules -------------------------------------------------------------------------
+def test_all_reduce_starts_when_the_later_rank_arrives():
+    c = Coordinator(2, FixedNetwork())
+    first = c.submit(0, [K(0, 0, 10), AR(0, 1, (0, 1), 0, 100), K(0, 3, 5, "after"), SYNC(1, 4)])
+    assert first == []  # rank 1 may still launch anything from time 0 on
+    second = c.submit(1, [K(0, 0, 30), AR(0, 2, (0, 1), 0, 100), SYNC(1, 5)])
+    assert second == [(0, SyncReply(1, 135, 135)), (1, SyncReply(1, 130, 130))]
+    # rank 0's stream reaches the all_reduce at 10 and spins until rank 1 arrives at 30
+    assert times(c.spans(0)) == [("k", 0, 10), ("all_reduce", 10, 130), ("after", 130, 135)]
+    assert times(c.spans(1)) == [("k", 0, 30), ("all_reduce", 30, 130)]
+    [ar] = c.collectives()
+    assert (ar.start_ns, ar.end_ns, ar.member_start_ns, ar.op, ar.algorithm) == (30, 130, (10, 30), "all_reduce", "ring")
+    assert c.spans(0)[1].collectives == (ar,)
+    assert c.host_waits(0)[0].from_ns == 4 and c.host_blocked_ns(0) == 131
+
+
+def test_launch_latency_delays_kernels_and_collectives():
+    c = Coordinator(2, FixedNetwork(), launch_latency_ns=7)
+    c.submit(0, [K(0, 0, 10), AR(0, 20, (0, 1), 0, 100), RankFinished(30)])
+    c.submit(1, [AR(0, 3, (0, 1), 0, 100), RankFinished(30)])
+    assert times(c.spans(0)) == [("k", 7, 17), ("all_reduce", 27, 127)]
+    assert times(c.spans(1)) == [("all_reduce", 10, 127)]
+    assert c.done
+
+
+def test_two_streams_overlap_compute_with_a_collective():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [AR(1, 0, (0, 1), 0, 100), K(0, 1, 50), SYNC(1, 2)])
+    [(rank, reply)] = c.submit(1, [AR(1, 0, (0, 1), 0, 100), RankFinished(1)])
+    assert (rank, reply) == (0, SyncReply(1, 100, 100))
+    assert times(c.spans(0, 1)) == [("all_reduce", 0, 100)]
+    assert times(c.spans(0, 0)) == [("k", 1, 51)]
+    assert c.busy_ns(0) == 100 and c.busy_ns(0, until_ns=40) == 40
+
+
+def test_cross_stream_event_wait():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [AR(1, 0, (0, 1), 0, 100), EventRecordRecord(7, 1, 1), K(0, 1, 20, "before"),
+                 StreamWaitRecord(0, 7, 2), K(0, 3, 10, "after"), SYNC(1, 4, "event", event=7)])
+    [(_, reply)] = c.submit(1, [AR(1, 0, (0, 1), 0, 100), RankFinished(1)])
+    assert reply == SyncReply(1, 100, 100)
+    assert times(c.spans(0, 0)) == [("before", 1, 21), ("after", 100, 110)]
+    [(_, reply)] = c.submit(0, [SYNC(2, 101, "stream", stream=0)])
+    assert reply == SyncReply(2, 110, 110)
+
+
+def test_waiting_on_an_event_never_recorded_is_a_no_op():
+    c = Coordinator(1, FixedNetwork())
+    [(_, reply)] = c.submit(0, [StreamWaitRecord(0, 3, 0), K(0, 1, 5), SYNC(1, 2, "event", event=3)])
+    assert reply == SyncReply(1, 2, 0)
+    assert c.submit(0, [SYNC(2, 3, "device")]) == [(0, SyncReply(2, 6, 6))]
+
+
+def test_event_re_recorded_refers_to_the_latest_record():
+    c = Coordinator(1, FixedNetwork())
+    recs = [K(0, 0, 10), EventRecordRecord(1, 0, 1), K(0, 2, 10), StreamWaitRecord(1, 1, 3),
+            K(1, 4, 1, "a"), EventRecordRecord(1, 0, 5), StreamWaitRecord(1, 1, 6), K(1, 7, 1, "b"),
+            SYNC(1, 8)]
+    [(_, reply)] = c.submit(0, recs)
+    assert times(c.spans(0, 1)) == [("a", 10, 11), ("b", 20, 21)]
+    assert reply.host_ns == 21
+
+
+def test_stream_sync_reply_equals_the_collective_end():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [K(0, 0, 500), AR(1, 1, (0, 1), 0, 100), SYNC(1, 2, "stream", stream=1)])
+    [(_, reply)] = c.submit(1, [AR(0, 30, (0, 1), 0, 100), RankFinished(31)])
+    assert reply == SyncReply(1, 130, 130)  # the all_reduce's end, not the long kernel's
+    assert c.submit(0, [SYNC(2, 140)]) == [(0, SyncReply(2, 500, 500))]
+
+
+def test_send_recv_pair():
+    c = Coordinator(2, FixedNetwork())
+    assert c.submit(0, [SEND(0, 5, 0, 1, 0, 100), SYNC(1, 6)]) == []
+    replies = c.submit(1, [RECV(0, 20, 0, 1, 0, 100), SYNC(1, 21)])
+    assert replies == [(0, SyncReply(1, 120, 120)), (1, SyncReply(1, 120, 120))]
+    assert times(c.spans(0)) == [("send", 5, 120)]
+    assert times(c.spans(1)) == [("recv", 20, 120)]
+    [p2p] = c.collectives()
+    assert (p2p.op, p2p.group, p2p.start_ns, p2p.member_start_ns) == ("send_recv", (0, 1), 20, (5, 20))
+
+
+def test_coalesced_exchange_completes_where_plain_calls_deadlock():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [CoalescedRecord(0, 3, (SEND(0, 1, 0, 1, 0, 50), RECV(0, 2, 1, 0, 0, 60))), SYNC(1, 4)])
+    replies = c.submit(1, [CoalescedRecord(0, 10, (SEND(0, 10, 1, 0, 0, 60), RECV(0, 10, 0, 1, 0, 50))), SYNC(1, 11)])
+    assert replies == [(0, SyncReply(1, 70, 70)), (1, SyncReply(1, 70, 70))]
+    assert times(c.spans(0)) == [("coalesced[send,recv]", 3, 70)]
+    assert times(c.spans(1)) == [("coalesced[send,recv]", 10, 70)]
+    assert [(r.group, r.start_ns, r.end_ns) for r in c.collectives()] == [((0, 1), 10, 60), ((1, 0), 10, 70)]
+
+    d = Coordinator(2, FixedNetwork())
+    d.submit(0, [SEND(0, 0, 0, 1, 0, 50), RECV(0, 1, 1, 0, 0, 60), SYNC(1, 2)])
+    with pytest.raises(DeadlockError, match=r"queued behind earlier work on rank\(s\) 0"):
+        d.submit(1, [SEND(0, 0, 1, 0, 0, 60), RECV(0, 1, 0, 1, 0, 50), SYNC(1, 2)])
+
+
+def pipeline_program(stage: int, stages: int, microbatches: int, fwd_ns: int, msg_bytes: int) -> list:
+    """Forward passes of a GPipe-like pipeline on one stream: recv, compute, send; host +1 ns per call."""
+    recs, host = [], 0
+    for mb in range(microbatches):
+        if stage > 0:
+            recs.append(RECV(0, host, stage - 1, stage, mb, msg_bytes)); host += 1
+        recs.append(K(0, host, fwd_ns, f"fwd{mb}")); host += 1
+        if stage < stages - 1:
+            recs.append(SEND(0, host, stage, stage + 1, mb, msg_bytes)); host += 1
+    recs.append(SYNC(1, host))
+    return recs
+
+
+def test_four_stage_pipeline():
+    # Worked out by hand (forward 10 ns, transfer 5 ns): see the table in docs/coordinator.md.
+    expected = {
+        0: [("fwd0", 0, 10), ("send", 10, 15), ("fwd1", 15, 25), ("send", 25, 35)],
+        1: [("recv", 0, 15), ("fwd0", 15, 25), ("send", 25, 30), ("recv", 30, 35), ("fwd1", 35, 45), ("send", 45, 50)],
+        2: [("recv", 0, 30), ("fwd0", 30, 40), ("send", 40, 45), ("recv", 45, 50), ("fwd1", 50, 60), ("send", 60, 65)],
+        3: [("recv", 0, 45), ("fwd0", 45, 55), ("recv", 55, 65), ("fwd1", 65, 75)],
+    }
+    ends = {0: 35, 1: 50, 2: 65, 3: 75}
+    programs = {s: pipeline_program(s, 4, 2, 10, 5) for s in range(4)}
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]):
+        c = Coordinator(4, FixedNetwork())
+        got, queue = {}, [(stage, programs[stage]) for stage in order]
+        while queue:  # a rank that got its reply is active again until it says it finished
+            stage, batch = queue.pop(0)
+            for rank, reply in c.submit(stage, batch):
+                got[rank] = reply.host_ns
+                queue.append((rank, [RankFinished(reply.host_ns)]))
+        assert got == ends and c.done
+        assert {s: times(c.spans(s)) for s in range(4)} == expected
+
+
+def test_records_are_picklable_and_hashable():
+    batch = [K(0, 1, 2), AR(0, 1, (0, 1), 0, 8), CoalescedRecord(0, 2, (SEND(0, 1, 0, 1, 0, 4),)),
+             EventRecordRecord(1, 0, 2), StreamWaitRecord(1, 1, 2), SYNC(3, 4, "event", event=1),
+             HostTimeRecord(5), RankFinished(6), SyncReply(3, 5, 4)]
+    assert pickle.loads(pickle.dumps(batch)) == batch
+    assert len(set(batch)) == len(batch)
+
+
+# --- protocol errors ----------------------------------------------------------------------------------
+def test_bad_input_is_rejected():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [K(0, 10, 1)])
+    with pytest.raises(ProtocolError, match="before the rank's clock"):
+        c.submit(0, [K(0, 9, 1)])
+    c.submit(0, [SYNC(1, 10)])
+    with pytest.raises(ProtocolError, match="waiting for the reply"):
+        Coordinator(2, FixedNetwork()).submit(0, [AR(0, 0, (0, 1), 0, 8), SYNC(1, 1), K(0, 2, 1)])
+    c2 = Coordinator(2, FixedNetwork())
+    c2.submit(0, [AR(0, 0, (0, 1), 0, 8)])
+    with pytest.raises(CollectiveMismatchError, match="does not match rank 0"):
+        c2.submit(1, [AR(0, 0, (0, 1), 0, 16)])
+    with pytest.raises(CollectiveMismatchError, match="not a member"):
+        Coordinator(3, FixedNetwork()).submit(2, [AR(0, 0, (0, 1), 0, 8)])
+    with pytest.raises(CollectiveMismatchError, match="sender first"):
+        Coordinator(2, FixedNetwork()).submit(1, [SEND(0, 0, 0, 1, 0, 8)])
+    with pytest.raises(CollectiveMismatchError, match="root"):
+        Coordinator(2, FixedNetwork()).submit(0, [CollectiveRecord(0, 0, (0, 1), 0, "broadcast", 8)])
+
+
+def test_a_collective_a_member_never_issues_is_reported():
+    c = Coordinator(2, FixedNetwork())
+    c.submit(1, [RankFinished(0)])
+    with pytest.raises(DeadlockError, match=r"never issued by rank\(s\) 1"):
+        c.submit(0, [AR(0, 0, (0, 1), 0, 8), SYNC(1, 1)])
+
+
+# --- safety with a real network ---------------------------------------------------------------------
+def real_network() -> NetworkSimulator:
+    return NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=4)))
+
+
+def test_sync_reply_waits_for_a_late_rank_whose_transfer_shares_the_link():
+    # Ranks 0 and 1 all_reduce 256 MiB; rank 2 sends 256 MiB into rank 1 from 10 us on, sharing rank 1's
+    # NVSwitch port with the ring. Rank 2's batch arrives last: rank 0's reply must wait for it.
+    ar = [AR(0, 0, (0, 1), 0, 256 * MiB)]
+    batches = {
+        0: ar + [SYNC(1, 1)],
+        1: ar + [RECV(1, 5, 2, 1, 0, 256 * MiB), HostTimeRecord(10**9), RankFinished(10**9)],
+        2: [K(0, 0, 10_000), SEND(0, 10_000, 2, 1, 0, 256 * MiB), RankFinished(10_001)],
+        3: [RankFinished(0)],
+    }
+    late = Coordinator(4, real_network())
+    assert late.submit(0, batches[0]) == []
+    assert late.submit(1, batches[1]) == []
+    assert late.submit(3, batches[3]) == []  # rank 2 is active at host time 0: nothing is safe yet
+    assert late.network.now_ns == 0
+    [(rank, reply)] = late.submit(2, batches[2])
+
+    early = Coordinator(4, real_network())
+    got = replies_of(*(early.submit(r, batches[r]) for r in (2, 3, 1, 0)))
+    assert (rank, reply) == (0, got[0][0])
+
+    # Without rank 2's transfer the all_reduce ends earlier: a reply released before rank 2 reported
+    # would have been wrong.
+    alone = Coordinator(4, real_network())
+    alone.submit(1, ar + [RankFinished(1)])
+    alone.submit(2, [RankFinished(0)])
+    alone.submit(3, [RankFinished(0)])
+    [(_, alone_reply)] = alone.submit(0, batches[0])
+    assert alone_reply.host_ns < reply.host_ns
+    assert alone_reply.host_ns == alone.collectives()[0].end_ns
+    assert reply.host_ns == late.collectives()[0].end_ns
+
+
+def test_finished_ranks_impose_no_bound_but_active_ones_do():
+    c = Coordinator(3, real_network())
+    c.submit(0, [AR(0, 0, (0, 1), 0, MiB), SYNC(1, 1)])
+    assert c.submit(1, [AR(0, 0, (0, 1), 0, MiB), RankFinished(1)]) == []  # rank 2 could still start at 0
+    assert c.submit(2, [HostTimeRecord(5)]) == []  # still below the all_reduce's end
+    [(rank, reply)] = c.submit(2, [HostTimeRecord(10**9)])
+    assert rank == 0 and reply.host_ns == c.collectives()[0].end_ns
+
+
+# --- determinism under every interleaving ----------------------------------------------------------
+@dataclass
+class ScriptedRank:
+    """A rank program of abstract steps; host times follow from per-step costs and the replies."""
+
+    rank: int
+    steps: list
+    host_ns: int = 0
+    pos: int = 0
+    waiting: bool = False
+    finished: bool = False
+    replies: list = field(default_factory=list)
+
+    def next_batch(self, limit: int) -> list:
+        batch = []
+        while len(batch) < limit and not self.waiting and not self.finished:
+            if self.pos == len(self.steps):
+                batch.append(RankFinished(self.host_ns))
+                self.finished = True
+                break
+            cost, make = self.steps[self.pos]
+            self.pos += 1
+            self.host_ns += cost
+            record = make(self.host_ns)
+            batch.append(record)
+            self.waiting = isinstance(record, SyncRequest)
+        return batch
+
+    def deliver(self, reply: SyncReply) -> None:
+        assert self.waiting
+        self.host_ns = reply.host_ns
+        self.waiting = False
+        self.replies.append(reply)
+
+
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce", "barrier"]
+
+
+def make_programs(seed: int, n: int) -> list[list]:
+    """Random per-rank programs whose collectives follow one global order (so they cannot deadlock)."""
+    rng = random.Random(seed)
+    half = n // 2
+    groups = {"world": tuple(range(n)), "even": tuple(range(0, n, 2)), "odd": tuple(range(1, n, 2)),
+              "lo": tuple(rng.sample(range(half), half)), "hi": tuple(range(half, n))}
+    seqs: dict = {}
+    progs: list[list] = [[] for _ in range(n)]
+    events = [0] * n
+
+    def nxt(key):
+        seqs[key] = seqs.get(key, -1) + 1
+        return seqs[key]
+
+    def local(r):
+        kind = rng.random()
+        cost = rng.randrange(0, 3000)
+        stream = rng.randrange(3)
+        if kind < 0.45:
+            dur = rng.randrange(0, 200_000)
+            progs[r].append((cost, lambda h, s=stream, d=dur: KernelRecord(s, h, d, "k", 1.0, 2.0)))
+        elif kind < 0.6:
+            events[r] += 1
+            progs[r].append((cost, lambda h, e=events[r], s=stream: EventRecordRecord(e, s, h)))
+        elif kind < 0.72 and events[r]:
+            e = rng.randint(1, events[r])
+            progs[r].append((cost, lambda h, e=e, s=stream: StreamWaitRecord(s, e, h)))
+        elif kind < 0.82:
+            sync = rng.choice(["device", "stream", "event"])
+            rid = len(progs[r])
+            if sync == "event":
+                e = rng.randint(0, events[r])  # 0: never recorded
+                progs[r].append((cost, lambda h, i=rid, e=e: SyncRequest(i, h, "event", None, e)))
+            else:
+                progs[r].append((cost, lambda h, i=rid, k=sync, s=stream: SyncRequest(i, h, k, s if k == "stream" else None)))
+        else:
+            progs[r].append((rng.randrange(0, 100_000), lambda h: HostTimeRecord(h)))
+
+    for _ in range(40):
+        roll = rng.random()
+        size = rng.choice([4096, 64 * 1024, MiB, 16 * MiB, 64 * MiB])
+        if roll < 0.25:
+            src, dst = rng.sample(range(n), 2)
+            seq = nxt(("p2p", src, dst))
+            for r, op in ((src, "send"), (dst, "recv")):
+                s = rng.randrange(3)
+                progs[r].append((rng.randrange(0, 2000), lambda h, s=s, op=op, src=src, dst=dst, seq=seq, size=size:
+                                 CollectiveRecord(s, h, (src, dst), seq, op, size, None, "p2p")))
+        elif roll < 0.35:
+            a, b = rng.sample(range(n), 2)
+            sab, sba = nxt(("p2p", a, b)), nxt(("p2p", b, a))
+            for me, peer, s_out, s_in in ((a, b, sab, sba), (b, a, sba, sab)):
+                st = rng.randrange(3)
+                progs[me].append((rng.randrange(0, 2000), lambda h, st=st, me=me, peer=peer, so=s_out, si=s_in, size=size:
+                                  CoalescedRecord(st, h, (CollectiveRecord(st, h, (me, peer), so, "send", size, None, "p2p"),
+                                                          CollectiveRecord(st, h, (peer, me), si, "recv", size, None, "p2p")))))
+        else:
+            tag = rng.choice(sorted(groups))
+            group = groups[tag]
+            op = rng.choice(OPS)
+            root = rng.choice(group) if op in ("broadcast", "reduce") else None
+            seq = nxt(tag)
+            for r in group:
+                s = rng.randrange(3)
+                progs[r].append((rng.randrange(0, 2000), lambda h, s=s, g=group, q=seq, op=op, size=size, root=root, tag=tag:
+                                 CollectiveRecord(s, h, g, q, op, size, root, tag)))
+        for r in range(n):
+            for _ in range(rng.randrange(3)):
+                local(r)
+    for r in range(n):
+        progs[r].append((10, lambda h: SyncRequest(10**6, h, "device")))
+    return progs
+
+
+def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int = 4):
+    """Run the programs through a coordinator; seed None: each rank's whole program in one go, in rank order."""
+    rng = random.Random(seed)
+    favourite = rng.randrange(n)  # some interleavings let one rank run far ahead of the others
+    bias = rng.choice([0.0, 0.8])
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)))
+    c = Coordinator(n, net, launch_latency_ns=1_000)
+    ranks = [ScriptedRank(r, programs[r]) for r in range(n)]
+    while not all(r.finished for r in ranks):
+        ready = [r for r in ranks if not r.waiting and not r.finished]
+        assert ready, "every rank waits, yet the coordinator released nothing"
+        if seed is None:
+            rk, limit = ready[0], 10**9
+        else:
+            preferred = [r for r in ready if r.rank == favourite]
+            rk = preferred[0] if preferred and rng.random() < bias else rng.choice(ready)
+            limit = rng.choice([1, 1, 2, 3, 5, 8])
+        for rank, reply in c.submit(rk.rank, rk.next_batch(limit)):
+            ranks[rank].deliver(reply)
+    assert c.done
+    return ([r.replies for r in ranks], [c.spans(r) for r in range(n)], c.collectives(),
+            [c.host_ns(r) for r in range(n)])
+
+
+@pytest.mark.parametrize("program_seed,n", [(1, 4), (2, 8), (3, 8)])
+def test_identical_results_for_any_interleaving(program_seed, n):
+    programs = make_programs(program_seed, n)
+    reference = simulate(programs, n, None)
+    replies, spans, colls, _ = reference
+    assert sum(len(r) for r in replies) > n and len(colls) >= 30  # the programs do sync and communicate
+    assert any(s.collectives and s.start_ns < s.collectives[0].start_ns for per_rank in spans for s in per_rank)
+    for seed in range(8):
+        assert simulate(programs, n, 1000 * program_seed + seed) == reference
