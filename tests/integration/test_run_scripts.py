@@ -1,5 +1,6 @@
 """Real scripts, unmodified, end to end under `phantora run`."""
 
+import json
 import re
 
 from conftest import REPO, SCRIPTS
@@ -72,3 +73,22 @@ def test_argv_and_main_are_the_users(phantora, tmp_path):
     run = phantora(str(script), "--lr", "3", "x y")
     assert run.code == 0, run.stderr
     assert "ARGV ['--lr', '3', 'x y'] __main__" in run.stdout
+
+
+def test_custom_op_without_fake_impl_names_the_op(phantora):
+    run = phantora(str(SCRIPTS / "custom_op.py"))
+    assert run.code == 1
+    assert "operator phantora_test.scale.default has no fake (meta) implementation" in run.stderr
+
+
+def test_8b_model_with_adamw_fits_in_small_host_memory(phantora):
+    """An 8B-parameter Llama with AdamW state: ~145 GB on the simulated GPU (it would OOM on an H200,
+    so a B200), well under 4 GB of host RSS."""
+    run = phantora(str(REPO / "benchmarks" / "workloads" / "llama_train.py"), "--parallel", "none",
+                   "--dim", "4096", "--n-layers", "32", "--n-heads", "32", "--n-kv-heads", "8",
+                   "--ffn-dim", "14336", "--seq", "64", "--batch", "1", "--steps", "4", gpu="b200")
+    assert run.code == 0, run.stderr[-2000:]
+    result = next(json.loads(line) for line in run.stdout.splitlines() if line.startswith('{"script"'))
+    assert result["params"] > 8.0e9
+    assert result["max_mem_alloc_gib"] > 4 * 8.0e9 * 4 / 2**30 * 0.95  # params, grads, 2 Adam states in fp32
+    assert run.summary["simulator_peak_rss_gib"] < 4.0

@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
+    UnsupportedOperatorException,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -38,9 +39,11 @@ LARGE_HOST_FACTORY_NUMEL = 1 << 20
 """CPU factory results at least this big stay fake: a model built on the CPU and then moved to
 the GPU must not cost real host memory (8B parameters would need 32 GB)."""
 
-_ALLOCATION_ONLY = {
+_ALLOCATIONS = {
     aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
     aten.new_empty.default, aten.new_empty_strided.default, aten.empty_permuted.default,
+}
+_METADATA_ONLY = {
     aten.lift_fresh.default, aten.detach.default, aten.alias.default, aten._unsafe_view.default,
     aten.resize_.default, aten.set_.source_Storage_storage_offset, aten.set_.source_Tensor,
     aten.set_.source_Storage,
@@ -64,7 +67,7 @@ def launches_no_kernel(func: torch._ops.OpOverload) -> bool:
     """Views and pure allocations: host work only, no kernel on the GPU."""
     cached = _view_cache.get(func)
     if cached is None:
-        cached = func in _ALLOCATION_ONLY or _returns_view(func)
+        cached = func in _ALLOCATIONS or func in _METADATA_ONLY or _returns_view(func)
         _view_cache[func] = cached
     return cached
 
@@ -143,7 +146,7 @@ class KernelRecorder:
             if o.device.type == "cuda":
                 self.memory.track_new_storage(o, stream_id)
         if launches_no_kernel(func):
-            self.session.host_only_op(str(func))
+            self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
 
@@ -239,6 +242,10 @@ class HybridMode(TorchDispatchMode):
             except DataDependentOutputException:
                 raise NotImplementedError(
                     f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
+            except UnsupportedOperatorException:
+                raise NotImplementedError(
+                    f"phantora: operator {func} has no fake (meta) implementation, so it cannot be simulated; "
+                    "register one with torch.library.register_fake") from None
 
     def _fake_like(self, t: torch.Tensor) -> FakeTensor:
         """A fresh fake tensor with `t`'s metadata (its values do not matter where it is used).

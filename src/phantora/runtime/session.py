@@ -15,7 +15,7 @@ from typing import Callable
 
 from phantora.config.run import RankConfig
 from phantora.engine.timeline import KernelSpan, StreamKey, Timeline
-from phantora.models.compute import ComputeModel, load_kernel_database
+from phantora.models.compute import ComputeModel, KernelDatabase
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
@@ -51,10 +51,11 @@ class Session:
                  compute: ComputeModel | None = None, host: HostModel | None = None) -> None:
         self.config = config
         self.gpu = gpu or get_gpu_spec(config.gpu)
-        database = load_kernel_database(self.gpu.key) if config.use_kernel_database else None
+        # database=None loads the measured kernels shipped for this GPU; an empty one means analytic only
+        database = None if config.use_kernel_database else KernelDatabase(self.gpu.key)
         self.compute = compute or ComputeModel(self.gpu, database=database)
         self.host = host or HostModel()
-        self.timeline = Timeline(launch_latency_ns=self.host.launch_latency_ns)
+        self.timeline = Timeline()
         allocator_config = AllocatorConfig.from_env(os.environ)
         self.allocators = [
             CachingAllocatorModel(self.gpu.total_memory_bytes, self.gpu.cuda_context_bytes,
@@ -83,17 +84,17 @@ class Session:
         if estimate.source == "generic":
             self._note_generic(op)
         with self.lock:
-            self.timeline.advance_host(self.host.kernel_launch_ns(op.name))
+            self.timeline.advance_host(self.host.op_ns(op))
             span = self.timeline.launch(stream, estimate.duration_ns, name=op.name, flops=estimate.flops,
                                         bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class)
             self._count(estimate)
         return span
 
-    def host_only_op(self, name: str) -> None:
+    def host_only_op(self, name: str, *, allocates: bool) -> None:
         """An op that launches no kernel (a view, an allocation): only host time."""
         with self.lock:
             self.stats.host_only_ops += 1
-            self.timeline.advance_host(self.host.host_only_op_ns(name))
+            self.timeline.advance_host(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
@@ -114,11 +115,13 @@ class Session:
     def synchronize_device(self, device: int) -> None:
         with self.lock:
             self.timeline.synchronize_device(device)
+            self.timeline.advance_host(self.host.sync_ns())
             self.allocators[device].synchronize()
 
     def synchronize_stream(self, stream: StreamKey) -> None:
         with self.lock:
             self.timeline.synchronize_stream(stream)
+            self.timeline.advance_host(self.host.sync_ns())
             self.allocators[stream[0]].stream_work_done(stream[1])
 
     def wait_for_stream(self, stream: StreamKey, until_ns: int) -> None:

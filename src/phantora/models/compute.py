@@ -1,0 +1,828 @@
+"""Compute cost model: how long one intercepted aten op keeps the GPU busy.
+
+Sources, in order (see docs/compute-model.md):
+
+1. **Measured database** (`KernelDatabase`): kernel times measured on a real GPU for an exact op
+   signature (op name, every tensor's shape/dtype/stride/device, the non-tensor arguments that
+   change the kernel; float values are ignored — an optimizer's learning rate does not change a
+   kernel). A second, looser key drops strides (keeps only "contiguous or not") and is tried next.
+2. **Calibrated analytic model** per kernel class: roofline terms with efficiencies fitted to H200
+   measurements (`phantora/data/h200/calibration.json`, produced by
+   `benchmarks/h200/fit_compute_model.py`). Other GPUs reuse the H200 efficiencies with their own
+   peak FLOP/s, HBM bandwidth and SM count.
+3. **Generic** memory-bound estimate (bytes read + written at the calibrated "generic" bandwidth)
+   for ops with no specific model; `source="generic"` so the runtime can count and list them.
+
+Every estimate's duration is the sum of the op's kernel times plus `kernel_gap_ns` per kernel:
+the gap the H200 leaves between back-to-back kernels of one stream (measured ~1.1 µs in the
+llama run), so a GPU-bound timeline built from these durations matches the real step.
+Durations are integer nanoseconds, rounded (never truncated).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from torch.utils.flop_counter import flop_registry
+
+from phantora.models.gpu import GpuSpec
+from phantora.models.ops import KernelClass, KernelEstimate, OpCall, TensorMeta
+
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "uint16": 2, "uint32": 4, "uint64": 8,
+}
+
+DATABASE_FORMAT = "phantora-kernels"
+DATABASE_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- tensor helpers
+
+
+def itemsize(t: TensorMeta) -> int:
+    return DTYPE_BYTES.get(t.dtype, 4)
+
+
+def unique_bytes(t: TensorMeta) -> int:
+    """Bytes of distinct memory a tensor covers (broadcast dims with stride 0 count once)."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride):
+        if size == 0:
+            return 0
+        if stride != 0:
+            n *= size
+    return n * itemsize(t)
+
+
+def is_contiguous(t: TensorMeta) -> bool:
+    expected = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.stride)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _dense_order(t: TensorMeta) -> tuple[int, ...] | None:
+    """Dim order (outermost first) of a tensor whose non-broadcast elements are packed without
+    gaps; None if it has gaps (e.g. x[..., ::2])."""
+    dims = [(st, i, sz) for i, (sz, st) in enumerate(zip(t.shape, t.stride)) if sz > 1 and st != 0]
+    dims.sort(key=lambda d: (-d[0], d[1]))
+    expected = 1
+    for st, _, sz in reversed(dims):
+        if st != expected:
+            return None
+        expected *= sz
+    return tuple(i for _, i, _ in dims)
+
+
+def strided_access(tensors: Iterable[TensorMeta]) -> bool:
+    """True when a pointwise kernel over these tensors cannot stream them linearly: one has gaps,
+    or dense operands of the same shape are laid out in different dim orders (a transpose)."""
+    orders = {}
+    for t in tensors:
+        o = _dense_order(t)
+        if o is None:
+            return True
+        if t.numel > 1 and all(st != 0 for sz, st in zip(t.shape, t.stride) if sz > 1):
+            orders.setdefault(t.shape, set()).add(o)
+    return any(len(v) > 1 for v in orders.values())
+
+
+def _tensors(value: Any) -> list[TensorMeta]:
+    found: list[TensorMeta] = []
+
+    def visit(v: Any) -> None:
+        if isinstance(v, TensorMeta):
+            found.append(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                visit(x)
+
+    visit(value)
+    return found
+
+
+def packet_name(name: str) -> str:
+    """"aten._foreach_mul_.Scalar" -> "aten._foreach_mul_"."""
+    return name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
+
+
+# ----------------------------------------------------------------------------- signatures
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, TensorMeta):
+        return ["T", list(v.shape), v.dtype, list(v.stride), v.device.split(":")[0]]
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        return "<float>"
+    if isinstance(v, (tuple, list)):
+        items = [_canon(x) for x in v]
+        out: list[Any] = []
+        i = 0
+        while i < len(items):  # run-length encode repeats (foreach lists of equal tensors)
+            j = i
+            while j < len(items) and items[j] == items[i]:
+                j += 1
+            out.extend([["rep", j - i, items[i]]] if j - i > 3 else items[i:j])
+            i = j
+        return out
+    if isinstance(v, torch.dtype):
+        return "dtype:" + str(v).removeprefix("torch.")
+    if isinstance(v, torch.device):
+        return "device:" + v.type
+    return "repr:" + str(v)
+
+
+def _loosen(v: Any) -> Any:
+    if isinstance(v, list):
+        if len(v) == 3 and v[0] == "rep":
+            return ["rep", v[1], _loosen(v[2])]
+        if len(v) == 5 and v[0] == "T":
+            t = TensorMeta(tuple(v[1]), v[2], tuple(v[3]), v[4])
+            return ["T", v[1], v[2], "c" if is_contiguous(t) else "n", v[4]]
+        return [_loosen(x) for x in v]
+    return v
+
+
+def signature(op: OpCall) -> str:
+    """Exact database key: op name, tensors (shape, dtype, stride, device), non-float arguments."""
+    return json.dumps([op.name, _canon(op.args), _canon(op.kwargs)], separators=(",", ":"))
+
+
+def loose_signature(op: OpCall) -> str:
+    """Like `signature` with each tensor's strides reduced to contiguous-or-not."""
+    return json.dumps(_loosen(json.loads(signature(op))), separators=(",", ":"))
+
+
+def _dec(v: Any) -> Any:
+    """Decode the JSON encoding written by benchmarks/h200/common.py back into OpCall values."""
+    if isinstance(v, list):
+        return tuple(_dec(x) for x in v)
+    if isinstance(v, dict):
+        if "T" in v:
+            shape, dtype, stride, device = v["T"]
+            return TensorMeta(tuple(shape), dtype, tuple(stride), device)
+        if "rep" in v:
+            n, item = v["rep"]
+            d = _dec(item)
+            return tuple(d for _ in range(n))
+        if "f" in v:
+            return float(v["f"])
+        if "dtype" in v:
+            return getattr(torch, v["dtype"])
+        if "device" in v:
+            return torch.device(v["device"])
+        if "repr" in v:
+            return v["repr"]
+    return v
+
+
+def opcall_from_record(rec: dict) -> OpCall:
+    """Rebuild the `OpCall` the runtime would build from one measurement record."""
+    kwargs = tuple((k, _dec(v)) for k, v in rec.get("kwargs", []))
+    outs: list[TensorMeta] = []
+    for o in rec.get("outputs", []):
+        d = _dec(o)
+        outs.extend(_tensors(d) if isinstance(d, tuple) else [d])
+    return OpCall(name=rec["name"], args=_dec(rec["args"]), kwargs=kwargs, outputs=tuple(outs))
+
+
+# ----------------------------------------------------------------------------- database
+
+
+@dataclass(frozen=True, slots=True)
+class DbEntry:
+    """Measured kernel time of one op signature."""
+
+    kernel_ns: int
+    """Median over measurements of the sum of the op's kernel durations (CUPTI), no gaps."""
+    n_kernels: int
+    """Kernels (and memsets/memcpys) the op launched."""
+    count: int
+    """How many measurements the median is over."""
+    origin: str
+    """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot"."""
+    op: str = ""
+
+
+ORIGIN_PRIORITY = {"llama_step": 3, "run": 3, "micro_hot": 2, "micro_cold": 1}
+
+
+class KernelDatabase:
+    """Measured kernel times keyed by op signature, for one GPU model.
+
+    File format (JSON lines): a header `{"format": "phantora-kernels", "version": 1, "gpu": ...}`,
+    then one object per signature: `{"sig", "op", "kernel_ns", "n_kernels", "count", "origin"}`. Files merge (`merge`): for a signature in both, the entry measured in the more
+    realistic setting wins (in a training step > hot microbenchmark > cold), then the larger count.
+    """
+
+    def __init__(self, gpu: str, entries: dict[str, DbEntry] | None = None, meta: dict | None = None):
+        self.gpu = gpu
+        self.entries: dict[str, DbEntry] = dict(entries or {})
+        self.meta = dict(meta or {})
+        self._loose: dict[str, DbEntry] | None = None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, op: OpCall) -> bool:
+        return signature(op) in self.entries
+
+    def add(self, op: OpCall, entry: DbEntry) -> None:
+        self._put(signature(op), entry)
+
+    def _put(self, sig: str, entry: DbEntry) -> None:
+        old = self.entries.get(sig)
+        if old is None or _better(entry, old):
+            self.entries[sig] = entry
+            self._loose = None
+
+    def lookup(self, op: OpCall) -> tuple[DbEntry, str] | None:
+        """(entry, "exact" | "loose") for a measured op, else None."""
+        e = self.entries.get(signature(op))
+        if e is not None:
+            return e, "exact"
+        if self._loose is None:
+            self._loose = {}
+            for sig, entry in self.entries.items():
+                key = json.dumps(_loosen(json.loads(sig)), separators=(",", ":"))
+                cur = self._loose.get(key)
+                if cur is None or _better(entry, cur):
+                    self._loose[key] = entry
+        e = self._loose.get(loose_signature(op))
+        return (e, "loose") if e is not None else None
+
+    def merge(self, other: "KernelDatabase") -> "KernelDatabase":
+        if other.gpu != self.gpu:
+            raise ValueError(f"cannot merge a {other.gpu} kernel database into a {self.gpu} one")
+        out = KernelDatabase(self.gpu, self.entries, {**other.meta, **self.meta})
+        for sig, e in other.entries.items():
+            out._put(sig, e)
+        return out
+
+    def save(self, path: str | Path) -> None:
+        with open(path, "w") as f:
+            f.write(json.dumps({"format": DATABASE_FORMAT, "version": DATABASE_VERSION, "gpu": self.gpu, **self.meta}) + "\n")
+            for sig in sorted(self.entries):
+                e = self.entries[sig]
+                f.write(json.dumps({"sig": sig, "op": e.op,
+                                    "kernel_ns": e.kernel_ns, "n_kernels": e.n_kernels, "count": e.count,
+                                    "origin": e.origin}, separators=(",", ":")) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "KernelDatabase":
+        with open(path) as f:
+            return cls._parse(f.read().splitlines(), str(path))
+
+    @classmethod
+    def _parse(cls, lines: list[str], where: str) -> "KernelDatabase":
+        if not lines:
+            raise ValueError(f"{where}: empty kernel database")
+        head = json.loads(lines[0])
+        if head.get("format") != DATABASE_FORMAT:
+            raise ValueError(f"{where}: not a Phantora kernel database (format {head.get('format')!r})")
+        if head.get("version") != DATABASE_VERSION:
+            raise ValueError(f"{where}: kernel database version {head.get('version')} (this Phantora reads {DATABASE_VERSION})")
+        db = cls(head["gpu"], meta={k: v for k, v in head.items() if k not in ("format", "version", "gpu")})
+        for line in lines[1:]:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            db._put(r["sig"], DbEntry(int(r["kernel_ns"]), int(r["n_kernels"]), int(r["count"]), r["origin"], r.get("op", "")))
+        return db
+
+    @classmethod
+    def packaged(cls, gpu: str) -> "KernelDatabase":
+        """The database shipped for `gpu` (`phantora/data/<gpu>/kernels.jsonl`); empty if none."""
+        return _packaged_db(gpu)
+
+
+def _better(a: DbEntry, b: DbEntry) -> bool:
+    pa, pb = ORIGIN_PRIORITY.get(a.origin, 0), ORIGIN_PRIORITY.get(b.origin, 0)
+    return (pa, a.count) > (pb, b.count)
+
+
+@lru_cache(maxsize=None)
+def _packaged_db(gpu: str) -> KernelDatabase:
+    res = resources.files("phantora").joinpath("data", gpu, "kernels.jsonl")
+    if not res.is_file():
+        return KernelDatabase(gpu)
+    return KernelDatabase._parse(res.read_text().splitlines(), f"phantora/data/{gpu}/kernels.jsonl")
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted constants of the analytic model (from one reference GPU, usually the H200)."""
+
+    reference_gpu: str
+    kernel_gap_ns: float
+    gemm: dict[str, Any]
+    attention: dict[str, Any]
+    memory: dict[str, dict[str, float]]
+    """Per memory-bound kernel kind: {"t0_ns": fixed time, "bw_eff": fraction of HBM bandwidth}."""
+    foreach: dict[str, dict[str, float]]
+    """Per foreach op (or "default"): {"launch_ns": time per multi_tensor_apply launch, "bw_eff"}."""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Calibration":
+        return cls(reference_gpu=d["reference_gpu"], kernel_gap_ns=float(d["kernel_gap_ns"]), gemm=d["gemm"],
+                   attention=d["attention"], memory=d["memory"], foreach=d["foreach"], raw=d)
+
+    @classmethod
+    def packaged(cls, gpu: str = "h200") -> "Calibration":
+        return _packaged_calibration(gpu)
+
+
+@lru_cache(maxsize=None)
+def _packaged_calibration(gpu: str) -> Calibration:
+    text = resources.files("phantora").joinpath("data", gpu, "calibration.json").read_text()
+    return Calibration.from_dict(json.loads(text))
+
+
+# ----------------------------------------------------------------------------- op classes
+
+GEMM_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv", "aten.addmv", "aten.dot"}
+ATTENTION_OPS = {
+    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
+    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
+    "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_efficient_attention_backward",
+    "aten._flash_attention_forward", "aten._flash_attention_backward",
+    "aten._efficient_attention_forward", "aten._efficient_attention_backward",
+}
+CAST_COPY_OPS = {"aten._to_copy", "aten.copy_", "aten.clone", "aten._copy_from", "aten._copy_from_and_resize", "aten.to"}
+COPY_OPS = {
+    "aten.cat", "aten.stack", "aten.slice_backward", "aten.select_backward", "aten.narrow_copy", "aten.repeat",
+    "aten.expand_copy", "aten.constant_pad_nd", "aten.flip", "aten.roll", "aten.split_with_sizes_copy",
+    "aten.unbind_copy", "aten.split_copy", "aten.diagonal_backward", "aten.as_strided_scatter", "aten.slice_scatter",
+    "aten.select_scatter", "aten.index_copy", "aten.index_copy_", "aten.tril", "aten.triu", "aten.tril_", "aten.triu_",
+    "aten.unfold_backward", "aten.view_copy", "aten.permute_copy", "aten.transpose_copy", "aten.t_copy", "aten.detach_copy",
+    "aten.alias_copy", "aten.unsqueeze_copy", "aten.squeeze_copy", "aten.lift_fresh_copy", "aten.new_empty_strided",
+}
+MEMSET_OPS = {"aten.fill_", "aten.zero_", "aten.zeros", "aten.ones", "aten.full", "aten.zeros_like", "aten.ones_like",
+              "aten.full_like", "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.fill", "aten.scalar_tensor",
+              "aten.arange", "aten.linspace", "aten.eye"}
+RANDOM_OPS = {"aten.normal_", "aten.uniform_", "aten.random_", "aten.bernoulli_", "aten.bernoulli", "aten.exponential_",
+              "aten.randn", "aten.rand", "aten.randint", "aten.randn_like", "aten.rand_like", "aten.randint_like",
+              "aten.randperm", "aten.native_dropout", "aten.normal", "aten.multinomial", "aten.log_normal_",
+              "aten.geometric_", "aten.cauchy_"}
+REDUCTION_OPS = {"aten.sum", "aten.mean", "aten.amax", "aten.amin", "aten.max", "aten.min", "aten.prod", "aten.var",
+                 "aten.std", "aten.var_mean", "aten.std_mean", "aten.norm", "aten.linalg_vector_norm", "aten.argmax",
+                 "aten.argmin", "aten.any", "aten.all", "aten.logsumexp", "aten.cumsum", "aten.cumprod", "aten.count_nonzero",
+                 "aten.aminmax", "aten.nansum", "aten._linalg_vector_norm"}
+NORM_OPS = {"aten.native_layer_norm", "aten.native_layer_norm_backward", "aten._fused_rms_norm", "aten._fused_rms_norm_backward",
+            "aten.native_group_norm", "aten.native_group_norm_backward", "aten.native_batch_norm",
+            "aten.native_batch_norm_backward", "aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional",
+            "aten._softmax", "aten._softmax_backward_data", "aten._safe_softmax", "aten.cudnn_batch_norm",
+            "aten.cudnn_batch_norm_backward", "aten._batch_norm_with_update", "aten.batch_norm_backward"}
+LOSS_OPS = {"aten._log_softmax", "aten._log_softmax_backward_data", "aten.nll_loss_forward", "aten.nll_loss_backward",
+            "aten.nll_loss2d_forward", "aten.nll_loss2d_backward", "aten.mse_loss", "aten.mse_loss_backward",
+            "aten.binary_cross_entropy_with_logits", "aten.smooth_l1_loss", "aten.smooth_l1_loss_backward",
+            "aten.binary_cross_entropy", "aten.binary_cross_entropy_backward", "aten.huber_loss", "aten.huber_loss_backward"}
+EMBEDDING_OPS = {"aten.embedding", "aten.embedding_dense_backward", "aten._embedding_bag", "aten._embedding_bag_backward",
+                 "aten.embedding_renorm_"}
+INDEX_OPS = {"aten.index_select", "aten.gather", "aten.scatter", "aten.scatter_", "aten.scatter_add", "aten.scatter_add_",
+             "aten.index", "aten.index_put", "aten.index_put_", "aten._index_put_impl_", "aten.index_add", "aten.index_add_",
+             "aten.masked_scatter", "aten.masked_scatter_", "aten.gather_backward", "aten.index_fill", "aten.index_fill_",
+             "aten.take", "aten.put_", "aten.scatter_reduce", "aten.scatter_reduce_", "aten.sort", "aten.topk",
+             "aten.argsort", "aten.masked_select", "aten.nonzero", "aten.unique", "aten._unique2", "aten.bincount",
+             "aten.searchsorted", "aten.histc", "aten.kthvalue", "aten.median"}
+ELEMENTWISE_OPS = {
+    "aten.add", "aten.add_", "aten.sub", "aten.sub_", "aten.mul", "aten.mul_", "aten.div", "aten.div_", "aten.neg",
+    "aten.neg_", "aten.reciprocal", "aten.reciprocal_", "aten.rsqrt", "aten.rsqrt_", "aten.sqrt", "aten.sqrt_",
+    "aten.exp", "aten.exp_", "aten.exp2", "aten.expm1", "aten.log", "aten.log_", "aten.log2", "aten.log1p", "aten.log10",
+    "aten.pow", "aten.pow_", "aten.abs", "aten.abs_", "aten.sign", "aten.sgn", "aten.sin", "aten.cos", "aten.tan",
+    "aten.tanh", "aten.tanh_", "aten.sigmoid", "aten.sigmoid_", "aten.silu", "aten.silu_", "aten.gelu", "aten.gelu_",
+    "aten.relu", "aten.relu_", "aten.leaky_relu", "aten.elu", "aten.mish", "aten.hardswish", "aten.hardsigmoid",
+    "aten.softplus", "aten.erf", "aten.erfinv", "aten.floor", "aten.ceil", "aten.round", "aten.trunc", "aten.frac",
+    "aten.clamp", "aten.clamp_", "aten.clamp_min", "aten.clamp_min_", "aten.clamp_max", "aten.clamp_max_", "aten.clip",
+    "aten.where", "aten.masked_fill", "aten.masked_fill_", "aten.lerp", "aten.lerp_", "aten.addcmul", "aten.addcmul_",
+    "aten.addcdiv", "aten.addcdiv_", "aten.maximum", "aten.minimum", "aten.fmax", "aten.fmin", "aten.remainder",
+    "aten.fmod", "aten.floor_divide", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge", "aten.logical_and",
+    "aten.logical_or", "aten.logical_not", "aten.logical_xor", "aten.bitwise_and", "aten.bitwise_or", "aten.bitwise_not",
+    "aten.bitwise_xor", "aten.isnan", "aten.isinf", "aten.isfinite", "aten.nan_to_num", "aten.nan_to_num_",
+    "aten.silu_backward", "aten.gelu_backward", "aten.threshold_backward", "aten.sigmoid_backward", "aten.tanh_backward",
+    "aten.hardswish_backward", "aten.leaky_relu_backward", "aten.elu_backward", "aten.softplus_backward",
+    "aten.mish_backward", "aten.native_dropout_backward", "aten.hardtanh", "aten.hardtanh_backward", "aten.atan2",
+    "aten.square", "aten.xlogy", "aten.logit", "aten.heaviside", "aten.copysign", "aten.lgamma", "aten.digamma",
+    "aten.polar", "aten.complex", "aten.view_as_real", "aten.glu", "aten.glu_backward", "aten.rsub", "aten.true_divide",
+    "aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_", "aten.erfc", "aten.sinh", "aten.cosh",
+    "aten.asin", "aten.acos", "aten.atan", "aten.mvlgamma", "aten.sign_", "aten.logical_not_",
+}
+FREE_OPS = {"aten._local_scalar_dense", "aten.empty", "aten.empty_strided", "aten.empty_like", "aten.lift_fresh",
+            "aten.resize_", "aten.set_", "aten.record_stream", "profiler._record_function_enter_new",
+            "profiler._record_function_exit", "aten._assert_async", "aten.sym_size", "aten.sym_stride", "prim.device",
+            "aten.is_same_size", "aten._nested_tensor_from_mask_left_aligned", "aten.item",
+            # views and metadata ops launch no kernel (the runtime normally filters them out)
+            "aten.view", "aten._unsafe_view", "aten.t", "aten.transpose", "aten.expand", "aten.slice", "aten.select",
+            "aten.unsqueeze", "aten.squeeze", "aten.detach", "aten.alias", "aten.as_strided", "aten.permute",
+            "aten.split", "aten.split_with_sizes", "aten.unbind", "aten.narrow", "aten.diagonal", "aten.unfold",
+            "aten._reshape_alias", "aten.view_as_real", "aten.view_as_complex", "aten._conj", "aten._neg_view",
+            "aten.unsafe_split", "aten.chunk", "aten.movedim", "aten.expand_as", "aten.view_as"}
+
+FUSED_OPTIMIZER_OPS = {"aten._fused_adam_", "aten._fused_adamw_", "aten._fused_sgd_", "aten._fused_adagrad_",
+                       "aten._fused_adam", "aten._fused_adamw", "aten._fused_sgd", "aten._fused_adagrad"}
+OVERWRITE_OPS = {"aten.copy_", "aten.fill_", "aten.zero_", "aten.normal_", "aten.uniform_", "aten.random_",
+                 "aten.bernoulli_", "aten.exponential_", "aten.log_normal_", "aten.geometric_", "aten.cauchy_"}
+"""In-place ops that overwrite `self` without reading it."""
+
+MEMORY_KIND_OF_CLASS: dict[str, str] = {
+    "elementwise": "elementwise", "copy": "copy", "memset": "memset", "random": "random", "reduction": "reduction",
+    "norm": "norm", "loss": "loss", "embedding": "embedding", "index": "index", "other": "generic",
+}
+
+
+def classify(name: str) -> KernelClass | None:
+    """Kernel class of an op name; None for an op with no specific model."""
+    p = packet_name(name)
+    if p in GEMM_OPS:
+        return "gemm"
+    if p in ATTENTION_OPS:
+        return "attention"
+    if p.startswith("aten._foreach_") or p in FUSED_OPTIMIZER_OPS or p == "aten._amp_foreach_non_finite_check_and_unscale_":
+        return "foreach"
+    if p in CAST_COPY_OPS or p in COPY_OPS:
+        return "copy"
+    if p in MEMSET_OPS:
+        return "memset"
+    if p in RANDOM_OPS:
+        return "random"
+    if p in REDUCTION_OPS:
+        return "reduction"
+    if p in NORM_OPS:
+        return "norm"
+    if p in LOSS_OPS:
+        return "loss"
+    if p in EMBEDDING_OPS:
+        return "embedding"
+    if p in INDEX_OPS:
+        return "index"
+    if p in ELEMENTWISE_OPS:
+        return "elementwise"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _schema_names(name: str) -> tuple[str, ...]:
+    ns, rest = name.split(".", 1)
+    parts = rest.rsplit(".", 1)
+    try:
+        pk = getattr(getattr(torch.ops, ns), parts[0])
+        ov = getattr(pk, parts[1] if len(parts) > 1 else "default")
+        return tuple(a.name for a in ov._schema.arguments)
+    except (AttributeError, RuntimeError):
+        return ()
+
+
+def bind(op: OpCall) -> dict[str, Any]:
+    """Arguments by schema name (positional and keyword)."""
+    names = _schema_names(op.name)
+    out = {n: v for n, v in zip(names, op.args)}
+    out.update(dict(op.kwargs))
+    return out
+
+
+def default_bytes(op: OpCall) -> float:
+    """Bytes a kernel must move: tensor inputs read once, outputs written once, with rules for ops
+    that read only part of an input (embedding, gathers, nll_loss) or overwrite without reading."""
+    p = packet_name(op.name)
+    ins = op.tensor_inputs()
+    outs = sum(unique_bytes(t) for t in op.outputs)
+    if p in OVERWRITE_OPS:
+        src = sum(unique_bytes(t) for t in ins[1:]) if p == "aten.copy_" else 0
+        return float(src + (outs or (unique_bytes(ins[0]) if ins else 0)))
+    if p in MEMSET_OPS:
+        return float(outs)
+    if p in ("aten.embedding", "aten.index_select", "aten.gather", "aten.index", "aten.take") and ins:
+        idx = sum(unique_bytes(t) for t in ins if t.dtype in ("int64", "int32"))
+        return float(idx + 2 * outs)
+    if p == "aten.embedding_dense_backward" and ins:
+        return float(sum(unique_bytes(t) for t in ins) + outs)
+    if p in ("aten.nll_loss_forward", "aten.nll_loss2d_forward") and len(ins) >= 2:
+        target = ins[1]
+        return float(unique_bytes(target) + target.numel * itemsize(ins[0]) + outs)
+    if p in ("aten.nll_loss_backward", "aten.nll_loss2d_backward"):
+        return float(outs + sum(unique_bytes(t) for t in ins if t.dtype in ("int64", "int32")))
+    total = sum(unique_bytes(t) for t in ins) + outs
+    if not op.outputs and p.endswith("_") and ins:
+        total += unique_bytes(ins[0])
+    return float(total)
+
+
+@lru_cache(maxsize=None)
+def _flop_formula(packet: str):
+    ns, n = packet.split(".", 1)
+    try:
+        return flop_registry.get(getattr(getattr(torch.ops, ns), n))
+    except AttributeError:
+        return None
+
+
+def _shape_tree(v: Any) -> Any:
+    if isinstance(v, TensorMeta):
+        return torch.Size(v.shape)
+    if isinstance(v, tuple):
+        return tuple(_shape_tree(x) for x in v)
+    return v
+
+
+def registry_flops(op: OpCall) -> float:
+    """FLOPs from torch.utils.flop_counter's registry (shapes in place of tensors); 0 if no formula."""
+    f = _flop_formula(packet_name(op.name))
+    if f is None:
+        return 0.0
+    args = _shape_tree(op.args)
+    kwargs = {k: _shape_tree(v) for k, v in op.kwargs}
+    out = op.outputs[0].shape if len(op.outputs) == 1 else tuple(torch.Size(o.shape) for o in op.outputs)
+    try:
+        return float(f(*args, out_shape=out, **kwargs))
+    except Exception:  # noqa: BLE001 - a formula that rejects odd arguments: fall back to our own count
+        return 0.0
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def mta_launches(numels: Iterable[int], depth: int) -> int:
+    """Kernel launches of PyTorch's multi_tensor_apply (ATen/native/cuda/MultiTensorApply.cuh):
+    chunks of 65536 elements; a launch when 320 blocks are queued, or when the depth-dependent
+    tensor limit is reached at a tensor's last chunk (the tensor being split is carried over)."""
+    max_tensors = {1: 110, 2: 64, 3: 48, 4: 36, 5: 30}.get(depth, 30)
+    max_blocks, chunk = 320, 65536
+    launches = tensors = blocks = 0
+    for n in numels:
+        if n <= 0:
+            continue
+        tensors += 1
+        total = blocks + _ceil_div(n, chunk)
+        full, blocks = divmod(total, max_blocks)
+        launches += full
+        if full and blocks == 0:
+            tensors = 0
+        elif full:
+            tensors = 1
+        if tensors == max_tensors:
+            launches += 1
+            blocks = tensors = 0
+    return launches + (1 if blocks else 0)
+
+
+class ComputeModel:
+    """Estimates the GPU time of intercepted ops for one GPU model.
+
+    `database=None` loads the database shipped for `gpu.key` (empty if there is none); pass
+    `KernelDatabase(gpu.key)` for the analytic model alone. `calibration=None` loads the shipped
+    H200 calibration.
+    """
+
+    def __init__(self, gpu: GpuSpec, database: KernelDatabase | None = None, calibration: Calibration | None = None):
+        self.gpu = gpu
+        self.database = KernelDatabase.packaged(gpu.key) if database is None else database
+        if self.database.gpu != gpu.key:
+            raise ValueError(f"kernel database is for {self.database.gpu}, not {gpu.key}")
+        self.cal = calibration or Calibration.packaged("h200")
+        self._cache: dict[OpCall, KernelEstimate] = {}
+
+    # -- public ------------------------------------------------------------------------------
+    def estimate(self, op: OpCall) -> KernelEstimate:
+        try:
+            return self._cache[op]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable argument slipped through: compute without caching
+            return self._estimate(op)
+        est = self._estimate(op)
+        self._cache[op] = est
+        return est
+
+    def analytic(self, op: OpCall) -> KernelEstimate:
+        """The analytic (or generic) estimate alone, ignoring the database."""
+        return self._analytic(op)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _gap(self, n_kernels: int) -> float:
+        return self.cal.kernel_gap_ns * n_kernels
+
+    def _estimate(self, op: OpCall) -> KernelEstimate:
+        if packet_name(op.name) in FREE_OPS:
+            return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
+        hit = self.database.lookup(op)
+        if hit is not None:
+            entry, _ = hit
+            cls = classify(op.name) or "other"
+            flops, nbytes = self._work(op, cls)
+            return KernelEstimate(int(round(entry.kernel_ns + self._gap(entry.n_kernels))), flops, nbytes, cls, "measured")
+        return self._analytic(op)
+
+    def _work(self, op: OpCall, cls: str) -> tuple[float, float]:
+        if cls == "gemm":
+            g = self._gemm_features(op)
+            return g["flops"], g["bytes"]
+        if cls == "attention":
+            a = self._attention_features(op)
+            return a["flops"], a["bytes"]
+        if cls == "foreach":
+            return 0.0, self._foreach_features(op)[0]
+        return registry_flops(op), default_bytes(op)
+
+    def _analytic(self, op: OpCall) -> KernelEstimate:
+        if packet_name(op.name) in FREE_OPS:
+            return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
+        cls = classify(op.name)
+        if cls == "gemm":
+            return self._gemm(op)
+        if cls == "attention":
+            return self._attention(op)
+        if cls == "foreach":
+            return self._foreach(op)
+        if cls is None:
+            return self._memory(op, "other", "generic", "generic")
+        kind = self._memory_kind(op, cls)
+        return self._memory(op, cls, kind, "analytic")
+
+    # memory-bound ----------------------------------------------------------------------------
+    def _memory_kind(self, op: OpCall, cls: str) -> str:
+        p = packet_name(op.name)
+        mem = self.cal.memory
+        if cls == "copy":
+            ins = op.tensor_inputs()
+            src = ins[-1] if p == "aten.copy_" and len(ins) >= 2 else (ins[0] if ins else None)
+            dst = op.outputs[0] if op.outputs else None
+            if src is not None and dst is not None:
+                if src.device.split(":")[0] != dst.device.split(":")[0]:
+                    return "h2d" if dst.device.startswith("cuda") else "d2h"
+                if p in CAST_COPY_OPS and src.dtype != dst.dtype:
+                    return "cast_down" if itemsize(dst) < itemsize(src) else "cast_up"
+                if p in CAST_COPY_OPS and not (is_contiguous(src) and is_contiguous(dst)):
+                    return "strided_copy"
+            if strided_access(op.tensor_inputs() + list(op.outputs)):
+                return "copy_strided"
+            return "copy"
+        base = MEMORY_KIND_OF_CLASS.get(cls, "generic")
+        if cls in ("elementwise", "other") and strided_access(op.tensor_inputs() + list(op.outputs)):
+            return base + "_strided"
+        if p in mem:
+            return p
+        return base
+
+    def _memory(self, op: OpCall, cls: str, kind: str, source: str) -> KernelEstimate:
+        nbytes = default_bytes(op)
+        if kind in ("h2d", "d2h"):
+            link = self.cal.memory[kind]
+            moved = sum(unique_bytes(t) for t in op.outputs) or nbytes / 2
+            t = link["t0_ns"] + moved / link["bytes_per_s"] * 1e9
+            return KernelEstimate(int(round(t + self._gap(1))), 0.0, moved, "copy", source)
+        p = self.cal.memory.get(kind) or self.cal.memory.get(MEMORY_KIND_OF_CLASS.get(cls, "generic")) or self.cal.memory["generic"]
+        t = p["t0_ns"] + nbytes / (self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]) * 1e9
+        n_k = int(p.get("kernels", 1))
+        return KernelEstimate(int(round(t + self._gap(n_k))), registry_flops(op), nbytes, cls, source)  # type: ignore[arg-type]
+
+    # foreach ---------------------------------------------------------------------------------
+    def _foreach_features(self, op: OpCall) -> tuple[float, int]:
+        lists = [v for v in op.args if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
+        lists += [v for _, v in op.kwargs if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
+        big = [l for l in lists if any(t.numel > 1 for t in l)]
+        nbytes = float(sum(unique_bytes(t) for l in big for t in l))
+        p = packet_name(op.name)
+        inplace = p.endswith("_")
+        out_lists = 0 if inplace else 1
+        if p == "aten._foreach_norm" or p in FUSED_OPTIMIZER_OPS:
+            out_lists = 0
+        if inplace and big:
+            nbytes += sum(unique_bytes(t) for t in big[0])  # self written back
+        if p.startswith("aten._fused_adam"):
+            nbytes += sum(unique_bytes(t) for l in big[2:4] for t in l)  # moments written back
+        if out_lists and big:
+            nbytes += sum(unique_bytes(t) for t in big[0])
+        depth = min(5, len(big) + out_lists) or 1
+        launches = mta_launches([t.numel for t in big[0]], depth) if big else 0
+        if p == "aten._foreach_norm":
+            launches += 1  # second pass: per-tensor reduction of the partial norms
+        return nbytes, launches
+
+    def _foreach(self, op: OpCall) -> KernelEstimate:
+        nbytes, launches = self._foreach_features(op)
+        f = self.cal.foreach.get(packet_name(op.name)) or self.cal.foreach["default"]
+        t = launches * f["launch_ns"] + nbytes / (self.gpu.memory_bandwidth_bytes_per_s * f["bw_eff"]) * 1e9
+        return KernelEstimate(int(round(t + self._gap(launches))), 0.0, nbytes, "foreach", "analytic")
+
+    # gemm ------------------------------------------------------------------------------------
+    def _gemm_features(self, op: OpCall) -> dict[str, Any]:
+        p = packet_name(op.name)
+        ts = [a for a in op.args if isinstance(a, TensorMeta)]
+        if p in ("aten.addmm", "aten.baddbmm", "aten.addbmm", "aten.addmv") and len(ts) >= 3:
+            bias, a, b = ts[0], ts[1], ts[2]
+        else:
+            bias, a, b = None, ts[0], ts[1] if len(ts) > 1 else ts[0]
+        batch = 1
+        if len(a.shape) == 3:
+            batch, m, k = a.shape
+            n = b.shape[-1]
+        elif len(a.shape) == 2:
+            m, k = a.shape
+            n = b.shape[-1] if len(b.shape) == 2 else 1
+        else:  # dot / mv
+            m, k, n = 1, a.shape[-1], 1
+        flops = registry_flops(op) or 2.0 * batch * m * n * k
+        nbytes = float(sum(unique_bytes(t) for t in ts) + sum(unique_bytes(o) for o in op.outputs))
+        align = 16 // itemsize(a)
+
+        def aligned(t: TensorMeta) -> bool:
+            if len(t.shape) < 2:
+                return True
+            ld = max(t.stride[-1], t.stride[-2])
+            return ld % align == 0 or min(t.shape[-1], t.shape[-2]) == 1
+
+        ok = aligned(a) and aligned(b) and all(aligned(o) for o in op.outputs)
+        return {"m": m, "n": n, "k": k, "batch": batch, "flops": flops, "bytes": nbytes, "dtype": a.dtype, "aligned": ok}
+
+    def _math_mode(self, dtype: str) -> str:
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
+                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}.get(dtype, "fp32")
+
+    def _gemm(self, op: OpCall) -> KernelEstimate:
+        g = self._gemm_features(op)
+        c = self.cal.gemm
+        mode = self._math_mode(g["dtype"])
+        peak = self.gpu.peak_flops.get(mode) or self.gpu.peak_flops.get("fp32", 1e12)
+        mp = c["modes"].get(mode) or c["modes"]["fp32"]
+        eff = mp["eff"] if g["aligned"] else mp.get("eff_unaligned", mp["eff"])
+        tm, tn = c["tile"]
+        tiles = g["batch"] * _ceil_div(g["m"], tm) * _ceil_div(g["n"], tn)
+        sms = self.gpu.sm_count
+        if tiles >= sms:
+            util = tiles / (_ceil_div(tiles, sms) * sms)
+        else:  # too few tiles: cuBLAS splits K (bounded by K) or runs a partial wave
+            split = max(1, min(sms // max(tiles, 1), g["k"] // c["split_k_min"]))
+            util = min(1.0, tiles * split / sms)
+            util = max(util, c["min_util"])
+        t_compute = g["flops"] / (peak * eff * util) * 1e9
+        t_memory = g["bytes"] / (self.gpu.memory_bandwidth_bytes_per_s * c["bw_eff"]) * 1e9
+        t = c["t0_ns"] + max(t_compute, t_memory)
+        n_k = 2 if g["m"] * g["n"] >= c["two_kernel_mn"] else 1  # big cuBLAS GEMMs also launch a memset
+        return KernelEstimate(int(round(t + self._gap(n_k))), g["flops"], g["bytes"], "gemm", "analytic")
+
+    # attention ---------------------------------------------------------------------------------
+    def _attention_features(self, op: OpCall) -> dict[str, Any]:
+        p = packet_name(op.name)
+        b = bind(op)
+        backward = p.endswith("backward")
+        backend = "cudnn" if "cudnn" in p else ("efficient" if "efficient" in p else "flash")
+        q, k = b.get("query"), b.get("key")
+        bshd = p in ("aten._flash_attention_forward", "aten._flash_attention_backward",
+                     "aten._efficient_attention_forward", "aten._efficient_attention_backward")
+        if bshd:
+            bsz, sq, hq, d = q.shape
+            sk, hk = k.shape[1], k.shape[2]
+        else:
+            bsz, hq, sq, d = q.shape
+            hk, sk = k.shape[1], k.shape[2]
+        causal = bool(b.get("is_causal", False)) or b.get("custom_mask_type", 0) == 1
+        pairs = sq * sk
+        if causal:  # PyTorch's is_causal mask is top-left aligned: row i keeps keys j <= i
+            pairs = sq * (sq + 1) // 2 if sq <= sk else sk * (sk + 1) // 2 + (sq - sk) * sk
+        flops_fwd = 4.0 * bsz * hq * pairs * d
+        flops = flops_fwd * (2.5 if backward else 1.0)
+        # block-granular work actually done by a tiled kernel (128x128 tiles; causal skips whole tiles)
+        bq = _ceil_div(sq, 128)
+        bk = _ceil_div(sk, 128)
+        blocks = bq * (bk + 1) / 2 if causal and sq == sk else bq * bk
+        tile_flops = 4.0 * bsz * hq * blocks * 128 * 128 * d * (2.5 if backward else 1.0)
+        elem = itemsize(q)
+        nbytes = float((bsz * hq * sq * d * 2 + bsz * hk * sk * d * 2) * elem * (2 if backward else 1))
+        return {"backend": backend, "backward": backward, "flops": flops, "tile_flops": tile_flops,
+                "rows": float(bsz * hq * sq * d), "bytes": nbytes, "dtype": q.dtype, "d": d}
+
+    def _attention(self, op: OpCall) -> KernelEstimate:
+        a = self._attention_features(op)
+        cal = self.cal.attention
+        key = f"{a['backend']}_{'bwd' if a['backward'] else 'fwd'}"
+        c = cal.get(key) or cal["flash_bwd" if a["backward"] else "flash_fwd"]
+        mode = self._math_mode(a["dtype"])
+        peak = self.gpu.peak_flops.get(mode) or self.gpu.peak_flops.get("bf16", 1e12)
+        ref_peak = cal["reference_peak_flops"]
+        ref_bw = cal["reference_bandwidth_bytes_per_s"]
+        # t = t0 + per-row cost (memory-ish: scaled by bandwidth) + tile FLOPs at a fitted rate
+        t = (c["t0_ns"] + c["row_ns"] * a["rows"] * ref_bw / self.gpu.memory_bandwidth_bytes_per_s
+             + a["tile_flops"] / (peak * c["eff"]) * 1e9)
+        n_k = int(c.get("kernels", 1))
+        return KernelEstimate(int(round(t + self._gap(n_k))), a["flops"], a["bytes"], "attention", "analytic")

@@ -1,0 +1,249 @@
+"""Compute cost model against hand-derived answers, and the shipped H200 database."""
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from phantora.models.compute import (
+    Calibration, ComputeModel, DbEntry, KernelDatabase, loose_signature, mta_launches, opcall_from_record, signature,
+)
+from phantora.models.ops import OpCall, TensorMeta
+from phantora.specs import get_gpu_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = get_gpu_spec("h200")
+H100 = get_gpu_spec("h100")
+
+CAL = {
+    "reference_gpu": "h200",
+    "kernel_gap_ns": 1000.0,
+    "gemm": {"modes": {"bf16": {"eff": 0.8, "eff_unaligned": 0.2}, "fp32": {"eff": 0.75, "eff_unaligned": 0.5}},
+             "tile": [128, 256], "split_k_min": 256, "min_util": 0.1, "bw_eff": 0.7, "t0_ns": 2000.0,
+             "two_kernel_mn": 10**18},
+    "attention": {"reference_peak_flops": 989.4e12, "reference_bandwidth_bytes_per_s": 4.8e12,
+                  "flash_fwd": {"t0_ns": 3000.0, "row_ns": 0.0, "eff": 0.4, "kernels": 1},
+                  "flash_bwd": {"t0_ns": 3000.0, "row_ns": 0.0, "eff": 0.3, "kernels": 1}},
+    "memory": {"generic": {"t0_ns": 1500.0, "bw_eff": 0.5}, "elementwise": {"t0_ns": 1000.0, "bw_eff": 0.9},
+               "h2d": {"t0_ns": 5000.0, "bytes_per_s": 50e9}, "d2h": {"t0_ns": 5000.0, "bytes_per_s": 50e9}},
+    "foreach": {"default": {"launch_ns": 2000.0, "bw_eff": 0.8}},
+}
+
+
+def model(gpu=H200, db=None, **overrides):
+    cal = json.loads(json.dumps(CAL))
+    cal.update(overrides)
+    return ComputeModel(gpu, db or KernelDatabase(gpu.key), Calibration.from_dict(cal))
+
+
+def t(shape, dtype="bfloat16", stride=None, device="cuda"):
+    if stride is None:
+        stride, acc = [], 1
+        for d in reversed(shape):
+            stride.insert(0, acc)
+            acc *= d
+    return TensorMeta(tuple(shape), dtype, tuple(stride), device)
+
+
+def mm(m, n, k, dtype="bfloat16"):
+    return OpCall("aten.mm.default", (t((m, k), dtype), t((k, n), dtype)), (), (t((m, n), dtype),))
+
+
+def add(n, dtype="float32"):
+    return OpCall("aten.add.Tensor", (t((n,), dtype), t((n,), dtype)), (), (t((n,), dtype),))
+
+
+def test_large_square_bf16_gemm_is_flops_over_peak_times_efficiency():
+    n = 8192
+    est = model().estimate(mm(n, n, n))
+    tiles = (n // 128) * (n // 256)  # 2048 tiles of 128x256
+    util = tiles / (math.ceil(tiles / 132) * 132)  # 16 waves over 132 SMs
+    expected = 2000 + 2 * n**3 / (989.4e12 * 0.8 * util) * 1e9 + 1000  # t0 + compute + one kernel gap
+    assert est.duration_ns == round(expected)
+    assert est.flops == 2 * n**3
+    assert est.kernel_class == "gemm" and est.source == "analytic"
+
+
+def test_fp32_gemm_uses_cuda_core_peak_not_tf32():
+    n = 4096
+    bf16 = model().estimate(mm(n, n, n)).duration_ns
+    fp32 = model().estimate(mm(n, n, n, "float32")).duration_ns
+    # 989.4/66.9 peak ratio, 0.8/0.75 efficiency ratio
+    assert fp32 / bf16 == pytest.approx((989.4 / 66.9) * (0.8 / 0.75), rel=0.02)
+
+
+def test_misaligned_gemm_is_slower():
+    assert model().estimate(mm(4095, 4097, 4099)).duration_ns > 3 * model().estimate(mm(4096, 4096, 4096)).duration_ns
+
+
+def test_skinny_gemm_is_memory_bound():
+    est = model().estimate(mm(1, 14336, 4096))
+    weight_bytes = 14336 * 4096 * 2
+    assert est.duration_ns >= weight_bytes / (4.8e12 * 0.7) * 1e9
+
+
+def test_elementwise_is_bytes_over_bandwidth():
+    n = 1 << 26
+    est = model().estimate(add(n))
+    nbytes = 3 * 4 * n
+    assert est.bytes_moved == nbytes
+    assert est.duration_ns == round(1000 + nbytes / (4.8e12 * 0.9) * 1e9 + 1000)
+    assert est.kernel_class == "elementwise"
+
+
+def test_other_gpu_scales_memory_bound_time_by_bandwidth():
+    n = 1 << 28
+    h200 = model(H200, kernel_gap_ns=0.0).estimate(add(n)).duration_ns - 1000
+    h100 = model(H100, KernelDatabase("h100"), kernel_gap_ns=0.0).estimate(add(n)).duration_ns - 1000
+    assert h100 / h200 == pytest.approx(4.8 / 3.35, rel=1e-3)
+
+
+def test_unknown_op_gets_generic_memory_bound_estimate():
+    op = OpCall("aten.some_new_op.default", (t((1024, 1024)),), (), (t((1024, 1024)),))
+    est = model().estimate(op)
+    assert est.source == "generic"
+    assert est.duration_ns == round(1500 + 2 * 2 * 1024 * 1024 / (4.8e12 * 0.5) * 1e9 + 1000)
+
+
+def test_views_and_scalar_reads_cost_no_gpu_time():
+    view = OpCall("aten.view.default", (t((4, 4)), (16,)), (), (t((16,)),))
+    assert model().estimate(view).duration_ns == 0
+
+
+def test_database_hit_beats_analytic():
+    db = KernelDatabase("h200")
+    op = mm(4096, 4096, 4096)
+    db.add(op, DbEntry(kernel_ns=12345, n_kernels=2, count=3, origin="micro_cold"))
+    est = model(db=db).estimate(op)
+    assert est.source == "measured"
+    assert est.duration_ns == 12345 + 2 * 1000
+    assert est.flops == 2 * 4096**3
+
+
+def test_float_arguments_do_not_change_the_signature():
+    a = OpCall("aten.mul.Tensor", (t((8,)), 0.5), (), (t((8,)),))
+    b = OpCall("aten.mul.Tensor", (t((8,)), 0.25), (), (t((8,)),))
+    c = OpCall("aten.mul.Tensor", (t((8,)), 2), (), (t((8,)),))
+    assert signature(a) == signature(b) != signature(c)
+
+
+def test_loose_match_ignores_exact_strides_but_not_contiguity():
+    db = KernelDatabase("h200")
+    base = OpCall("aten.add.Tensor", (t((1, 8)), t((1, 8))), (), (t((1, 8)),))
+    db.add(base, DbEntry(777, 1, 1, "llama_step"))
+    other_stride = OpCall("aten.add.Tensor", (t((1, 8), stride=(99, 1)), t((1, 8))), (), (t((1, 8)),))
+    transposed = OpCall("aten.add.Tensor", (t((8, 2), stride=(1, 8)), t((8, 2))), (), (t((8, 2)),))
+    assert db.lookup(other_stride)[1] == "loose"
+    assert db.lookup(transposed) is None
+    assert loose_signature(base) == loose_signature(other_stride)
+
+
+def test_database_roundtrip_and_merge_prefers_in_step_measurements(tmp_path):
+    op = add(1024)
+    a = KernelDatabase("h200")
+    a.add(op, DbEntry(1000, 1, 50, "micro_cold"))
+    b = KernelDatabase("h200")
+    b.add(op, DbEntry(1500, 1, 3, "llama_step"))
+    merged = a.merge(b)
+    assert merged.lookup(op)[0].kernel_ns == 1500
+    path = tmp_path / "kernels.jsonl"
+    merged.save(path)
+    again = KernelDatabase.load(path)
+    assert again.lookup(op)[0] == merged.lookup(op)[0]
+    with pytest.raises(ValueError):
+        a.merge(KernelDatabase("h100"))
+    path.write_text('{"format": "something-else"}\n')
+    with pytest.raises(ValueError, match="not a Phantora kernel database"):
+        KernelDatabase.load(path)
+
+
+def test_durations_are_rounded_not_truncated():
+    est = model(kernel_gap_ns=0.0).estimate(
+        OpCall("aten.add.Tensor", (t((1,), "float32"), t((1,), "float32")), (), (t((1,), "float32"),)))
+    exact = 1000 + 12 / (4.8e12 * 0.9) * 1e9  # 1000.0028 ns
+    assert est.duration_ns == round(exact) == 1000
+    est = model(kernel_gap_ns=0.6).estimate(
+        OpCall("aten.add.Tensor", (t((1,), "float32"), t((1,), "float32")), (), (t((1,), "float32"),)))
+    assert est.duration_ns == 1001  # 1000.6028 rounds up
+
+
+def _sdpa(s, causal, backward=False):
+    q = t((1, 24, s, 128))
+    if backward:
+        args = (q, q, q, q, q, t((1, 24, s), "float32"), None, None, s, s, 0.0, causal, t((2,), "int64"), t((), "int64"))
+        return OpCall("aten._scaled_dot_product_flash_attention_backward.default", args, (), (q, q, q))
+    return OpCall("aten._scaled_dot_product_flash_attention.default", (q, q, q, 0.0, causal), (), (q,))
+
+
+def test_causal_attention_does_half_the_flops():
+    full = model().estimate(_sdpa(4096, False))
+    causal = model().estimate(_sdpa(4096, True))
+    assert full.flops == 4 * 24 * 4096 * 4096 * 128
+    assert causal.flops / full.flops == pytest.approx(4097 / (2 * 4096))
+    assert causal.duration_ns < 0.6 * full.duration_ns
+    assert model().estimate(_sdpa(4096, True, backward=True)).flops == pytest.approx(2.5 * causal.flops)
+
+
+def test_multi_tensor_apply_launch_count():
+    assert mta_launches([65536 * 320], 1) == 1
+    assert mta_launches([65536 * 321], 1) == 2
+    assert mta_launches([10] * 110, 1) == 1
+    assert mta_launches([10] * 111, 1) == 2
+    assert mta_launches([10] * 111, 3) == 3  # 48 tensors per launch at depth 3
+
+
+def test_foreach_time_counts_launches_and_bytes():
+    params = tuple(t((1 << 20,), "float32") for _ in range(100))
+    op = OpCall("aten._foreach_mul_.Scalar", (params, 0.9), (), ())
+    est = model().estimate(op)
+    launches = mta_launches([1 << 20] * 100, 1)
+    nbytes = 2 * 100 * 4 * (1 << 20)  # read + write each tensor
+    assert est.bytes_moved == nbytes
+    assert est.duration_ns == round(launches * 2000 + nbytes / (4.8e12 * 0.8) * 1e9 + launches * 1000)
+
+
+def test_estimates_are_cached():
+    m = model()
+    op = mm(512, 512, 512)
+    assert m.estimate(op) is m.estimate(op)
+
+
+def test_record_decoding():
+    rec = {"name": "aten._foreach_add_.Scalar", "args": [{"rep": [3, {"T": [[4], "float32", [1], "cuda"]}]}, {"f": 1.0}],
+           "kwargs": [["alpha", 2]], "outputs": []}
+    op = opcall_from_record(rec)
+    assert op.args[0] == (t((4,), "float32"),) * 3 and op.args[1] == 1.0 and op.kwargs == (("alpha", 2),)
+
+
+# ---------------------------------------------------------------------- the shipped H200 data
+
+def _llama_step_ops():
+    path = ROOT / "data" / "h200" / "call1b" / "llama_ops.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        f.readline()
+        for line in f:
+            r = json.loads(line)
+            if r["ctx"] == "llama|step8" and r.get("k"):
+                op = opcall_from_record(r)
+                if any(x.device == "cuda" for x in op.tensor_inputs() + list(op.outputs)):
+                    yield op, sum(k[2] for k in r["k"]), len(r["k"])
+
+
+def test_packaged_database_covers_the_llama_benchmark():
+    m = ComputeModel(H200)
+    measured = estimated = 0
+    for op, kernel_ns, n_kernels in _llama_step_ops():
+        est = m.estimate(op)
+        assert est.source == "measured", op.name
+        measured += kernel_ns
+        estimated += est.duration_ns - m.cal.kernel_gap_ns * n_kernels
+    assert measured == pytest.approx(303.8e6, rel=0.01)
+    assert estimated == pytest.approx(measured, rel=0.01)
+
+
+def test_packaged_analytic_model_is_close_on_big_gemm():
+    m = ComputeModel(H200, KernelDatabase("h200"))
+    est = m.estimate(mm(8192, 8192, 8192))
+    assert est.duration_ns == pytest.approx(1.372e6, rel=0.10)  # measured 1371.9 µs on the H200

@@ -1,0 +1,51 @@
+"""Which ops are kernels, how an op becomes an OpCall, placeholder values, memory downsampling."""
+
+import torch
+
+from phantora.models.ops import TensorMeta
+from phantora.reports.rank_result import downsample_memory
+from phantora.runtime.dispatch import launches_no_kernel, make_op_call
+from phantora.runtime.handlers import ALL_TRUE_ATTR, placeholder_scalar
+
+aten = torch.ops.aten
+
+
+def test_views_and_allocations_launch_no_kernel():
+    for op in (aten.view.default, aten.t.default, aten.transpose.int, aten.expand.default,
+               aten.as_strided.default, aten.empty.memory_format, aten.detach.default, aten._unsafe_view.default):
+        assert launches_no_kernel(op), op
+
+
+def test_compute_and_inplace_ops_are_kernels():
+    for op in (aten.mm.default, aten.add_.Tensor, aten.copy_.default, aten.fill_.Scalar,
+               aten._foreach_add_.Scalar, aten.clone.default, aten._to_copy.default):
+        assert not launches_no_kernel(op), op
+
+
+def test_op_call_is_plain_and_hashable():
+    a = torch.empty(4, 8, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(8, 2, device="meta").t()
+    call = make_op_call(aten.mm.default, (a, b), {"out_dtype": torch.float32, "sizes": [1, 2]}, [a])
+    assert call.name == "aten.mm.default"
+    assert call.args[0] == TensorMeta((4, 8), "bfloat16", (8, 1), "meta")
+    assert call.args[1] == TensorMeta((2, 8), "float32", (1, 2), "meta")
+    assert dict(call.kwargs) == {"out_dtype": "float32", "sizes": (1, 2)}
+    assert hash(call) == hash(make_op_call(aten.mm.default, (a, b), {"sizes": [1, 2], "out_dtype": torch.float32}, [a]))
+    assert [t.shape for t in call.tensor_inputs()] == [(4, 8), (2, 8)]
+
+
+def test_placeholder_values():
+    assert placeholder_scalar(torch.empty((), dtype=torch.float32)) == 0.0
+    assert placeholder_scalar(torch.empty((), dtype=torch.int64)) == 0
+    flag = torch.empty((), dtype=torch.bool)
+    assert placeholder_scalar(flag) is False
+    setattr(flag, ALL_TRUE_ATTR, True)
+    assert placeholder_scalar(flag) is True
+
+
+def test_memory_downsampling_keeps_peaks():
+    samples = [(t, 0, (1000 if t == 500 else t), 2 * t) for t in range(1000)] + [(5, 1, 10**9, 10**9)]
+    down = downsample_memory(samples, buckets=10)
+    assert len(down["time_s"]) == 10
+    assert max(down["allocated_bytes"]) == 1000  # the spike at t=500 survives; device 1 is ignored
+    assert down["reserved_bytes"][-1] == 2 * 999
