@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -120,10 +121,16 @@ def packet_name(name: str) -> str:
 # ----------------------------------------------------------------------------- signatures
 
 
+_DEVICE_STR = re.compile(r"^(cuda|cpu|meta):\d+$")
+"""Device strings lose their index in signatures: cuda:3 runs the same kernel as cuda:0."""
+
+
 def _canon(v: Any) -> Any:
     if isinstance(v, TensorMeta):
         return ["T", list(v.shape), v.dtype, list(v.stride), v.device.split(":")[0]]
-    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+    if isinstance(v, str):
+        return _DEVICE_STR.sub(r"\1", v)
+    if isinstance(v, bool) or v is None or isinstance(v, int):
         return v
     if isinstance(v, float):
         return "<float>"
@@ -138,11 +145,11 @@ def _canon(v: Any) -> Any:
             out.extend([["rep", j - i, items[i]]] if j - i > 3 else items[i:j])
             i = j
         return out
-    if isinstance(v, torch.dtype):
-        return "dtype:" + str(v).removeprefix("torch.")
+    if isinstance(v, torch.dtype):  # the runtime passes dtypes as their names: same key either way
+        return str(v).removeprefix("torch.")
     if isinstance(v, torch.device):
-        return "device:" + v.type
-    return "repr:" + str(v)
+        return v.type
+    return _DEVICE_STR.sub(r"\1", str(v))
 
 
 def _loosen(v: Any) -> Any:

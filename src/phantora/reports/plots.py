@@ -27,7 +27,7 @@ def write_report_png(summary: dict[str, Any], out_dir: Path) -> Path:
         gib = 1024**3
         mem_ax.plot(memory["time_s"], [r / gib for r in memory["reserved_bytes"]], label="reserved", color="#dd8452")
         mem_ax.plot(memory["time_s"], [a / gib for a in memory["allocated_bytes"]], label="allocated", color="#4c72b0")
-        mem_ax.set_xlabel("simulated time (s)")
+        mem_ax.set_xlabel("simulated host time (s) at which allocations are issued")
         mem_ax.set_ylabel("GPU memory (GiB)")
         mem_ax.set_title("GPU memory over time (rank 0, device 0)")
         mem_ax.legend(loc="lower right")
