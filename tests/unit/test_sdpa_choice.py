@@ -11,21 +11,28 @@ def qkv(dtype, heads=8, kv_heads=8, head_dim=64):
     return q, k, k
 
 
-def test_flash_for_bf16_without_mask_on_hopper():
-    assert choose_backend(*qkv(torch.bfloat16), None, 0.0, False, (9, 0)) == "flash"
+def test_cudnn_first_on_hopper_and_blackwell():
+    assert choose_backend(*qkv(torch.bfloat16), None, 0.0, False, (9, 0)) == "cudnn"
+    assert choose_backend(*qkv(torch.float16), None, 0.0, False, (10, 0)) == "cudnn"
+    mask = torch.empty(128, 128, dtype=torch.bool, device="meta")
+    assert choose_backend(*qkv(torch.bfloat16), mask, 0.0, False, (9, 0)) == "cudnn"
+
+
+def test_flash_on_ampere_without_mask():
+    assert choose_backend(*qkv(torch.bfloat16), None, 0.0, False, (8, 0)) == "flash"
 
 
 def test_efficient_for_fp32_or_mask():
     assert choose_backend(*qkv(torch.float32), None, 0.0, False, (9, 0)) == "efficient"
     mask = torch.empty(128, 128, dtype=torch.bool, device="meta")
-    assert choose_backend(*qkv(torch.bfloat16), mask, 0.0, False, (9, 0)) == "efficient"
+    assert choose_backend(*qkv(torch.bfloat16), mask, 0.0, False, (8, 0)) == "efficient"
 
 
 def test_flash_needs_ampere_and_small_head_dim():
     assert choose_backend(*qkv(torch.float16), None, 0.0, False, (7, 5)) == "efficient"
-    assert choose_backend(*qkv(torch.bfloat16, head_dim=512), None, 0.0, False, (9, 0)) == "efficient"
+    assert choose_backend(*qkv(torch.bfloat16, head_dim=512), None, 0.0, False, (8, 0)) == "efficient"
 
 
 def test_gqa_only_with_enable_gqa():
-    assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, True, (9, 0)) == "flash"
-    assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, False, (9, 0)) == "math"
+    assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, True, (8, 0)) == "flash"
+    assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, False, (8, 0)) == "math"

@@ -164,8 +164,11 @@ def _loosen(v: Any) -> Any:
 
 
 def signature(op: OpCall) -> str:
-    """Exact database key: op name, tensors (shape, dtype, stride, device), non-float arguments."""
-    return json.dumps([op.name, _canon(op.args), _canon(op.kwargs)], separators=(",", ":"))
+    """Exact database key: op name, tensors (shape, dtype, stride, device), non-float arguments.
+    Keyword arguments that are floats or None are left out (eager PyTorch passes `scale=None`
+    or a float where Phantora's runtime may pass nothing; neither changes the kernel)."""
+    kwargs = [(k, v) for k, v in op.kwargs if v is not None and not isinstance(v, float)]
+    return json.dumps([op.name, _canon(op.args), _canon(kwargs)], separators=(",", ":"))
 
 
 def loose_signature(op: OpCall) -> str:

@@ -24,6 +24,7 @@ def install(config: RankConfig):
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
     from phantora.runtime.handlers import HANDLERS
+    from phantora.runtime.kernels import register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
     from phantora.runtime.session import Session, set_session
     from phantora.runtime.sdpa import install_sdpa_routing
@@ -36,6 +37,7 @@ def install(config: RankConfig):
     set_session(session)
     recorder = KernelRecorder(session, shim)
     cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
+    register_cuda_kernels_for_composite_ops()
     install_module_conversion()
     install_foreach_support()
     torch._C._set_only_lift_cpu_tensors(True)

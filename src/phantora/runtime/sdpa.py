@@ -3,9 +3,12 @@
 On a CPU build `F.scaled_dot_product_attention` picks the math path (a dozen separate kernels
 and an O(L^2) attention matrix in memory), because the CUDA backend chooser is missing.
 This routes CUDA inputs to the backend PyTorch's CUDA chooser (`sdp_utils.cpp`,
-`select_sdp_backend`) would pick on the simulated GPU: flash attention when its constraints hold
-(fp16/bf16, head dim <= 256 and a multiple of 8, no explicit mask, compute capability >= 8.0),
-else memory-efficient attention, else math.
+`select_sdp_backend`, torch 2.11-2.13 CUDA builds with cuDNN >= 9.9) would pick on the simulated
+GPU: on compute capability 9.0 and 10.0 (H100/H200, B200) `check_prefer_cudnn_attention` puts
+cuDNN attention first; then flash attention when its constraints hold (fp16/bf16, head dim
+<= 256 and a multiple of 8, no explicit mask, compute capability >= 8.0), then memory-efficient
+attention, then math. Measured on an H200 with torch 2.11: the llama benchmark's SDPA ran cuDNN
+kernels (data/h200/call1b).
 """
 
 from __future__ import annotations
@@ -24,9 +27,13 @@ aten = torch.ops.aten
 
 def choose_backend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask, dropout_p: float,
                    enable_gqa: bool, capability: tuple[int, int]) -> str:
-    """'flash', 'efficient' or 'math', as PyTorch's CUDA backend selection would choose."""
+    """'cudnn', 'flash', 'efficient' or 'math', as PyTorch's CUDA backend selection would choose."""
     head_dim = query.shape[-1]
     same_heads = query.shape[-3] == key.shape[-3] == value.shape[-3] if query.dim() == 4 else True
+    half = query.dtype in (torch.float16, torch.bfloat16)
+    if (capability in ((9, 0), (10, 0)) and half and query.dim() == 4 and head_dim <= 256 and head_dim % 8 == 0
+            and value.shape[-1] == head_dim and (same_heads or enable_gqa)):
+        return "cudnn"
     if (query.dtype in (torch.float16, torch.bfloat16) and attn_mask is None and head_dim <= 256
             and head_dim % 8 == 0 and capability >= (8, 0) and (same_heads or enable_gqa)
             and query.dim() == 4 and value.shape[-1] == head_dim):
@@ -47,10 +54,17 @@ def install_sdpa_routing(session: Session) -> None:
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                             scale=scale, enable_gqa=enable_gqa)
         backend = choose_backend(query, key, value, attn_mask, dropout_p, enable_gqa, capability)
+        if backend in ("cudnn", "flash") and enable_gqa and key.shape[-3] != query.shape[-3]:
+            repeat = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+        if backend == "cudnn":
+            if attn_mask is not None and attn_mask.dtype == torch.bool:
+                # as PyTorch does for cuDNN: a boolean mask becomes an additive bias
+                attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+            compute_lse = query.requires_grad or key.requires_grad or value.requires_grad
+            return aten._scaled_dot_product_cudnn_attention(
+                query, key, value, attn_mask, compute_lse, dropout_p, is_causal, False, scale=scale)[0]
         if backend == "flash":
-            if enable_gqa and key.shape[-3] != query.shape[-3]:
-                repeat = query.shape[-3] // key.shape[-3]
-                key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
             return aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, False, scale=scale)[0]
         if backend == "efficient":
