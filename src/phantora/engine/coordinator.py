@@ -77,6 +77,7 @@ from dataclasses import dataclass
 
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
+from phantora.engine.timeline import union_length
     COLLECTIVE_OPS,
     ROOTED_OPS,
     CoalescedRecord,
@@ -612,16 +613,7 @@ class Coordinator:
     def busy_ns(self, rank: int, until_ns: int | None = None) -> int:
         """Time during which at least one kernel or NCCL call occupied a stream of `rank`'s device
         (overlapping streams count once; an NCCL call counts from its member start, spin included)."""
-        intervals = sorted((s.start_ns, s.end_ns) for s in self.spans(rank) if s.end_ns > s.start_ns)
-        total, cursor = 0, 0
-        for start, end in intervals:
-            if until_ns is not None:
-                end = min(end, until_ns)
-            start = max(start, cursor)
-            if end > start:
-                total += end - start
-                cursor = end
-        return total
+        return union_length(((s.start_ns, s.end_ns) for s in self.spans(rank)), until_ns)
 
     def describe_pending(self) -> str:
         """One line per unmatched operation and per blocked rank: what is missing."""

@@ -14,6 +14,7 @@ clock, so the same sequence of calls always gives the same times.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from phantora.units import SimTime
 
@@ -91,14 +92,17 @@ class Timeline:
 
     def busy_ns(self, device: int, until_ns: SimTime | None = None) -> SimTime:
         """Time during which at least one kernel ran on `device` (overlapping streams count once)."""
-        intervals = sorted((s.start_ns, s.end_ns) for s in self.spans
-                           if s.stream[0] == device and s.end_ns > s.start_ns)
-        total, cursor = 0, 0
-        for start, end in intervals:
-            if until_ns is not None:
-                end = min(end, until_ns)
-            start = max(start, cursor)
-            if end > start:
-                total += end - start
-                cursor = end
-        return SimTime(total)
+        return union_length(((s.start_ns, s.end_ns) for s in self.spans if s.stream[0] == device), until_ns)
+
+
+def union_length(intervals: Iterable[tuple[int, int]], until_ns: int | None = None) -> SimTime:
+    """Total length covered by `[start, end)` intervals (overlaps count once), clipped at `until_ns`."""
+    total, cursor = 0, 0
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if until_ns is not None:
+            end = min(end, until_ns)
+        start = max(start, cursor)
+        if end > start:
+            total += end - start
+            cursor = end
+    return SimTime(total)
