@@ -75,9 +75,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from phantora.engine.timeline import union_length
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
-from phantora.engine.timeline import union_length
     COLLECTIVE_OPS,
     ROOTED_OPS,
     CoalescedRecord,
