@@ -227,12 +227,21 @@ class HybridMode(TorchDispatchMode):
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(self, func, args, kwargs)
-        return self.run_fake(func, args, kwargs)
+        if any(_is_foreign(a) for a in flat):
+            args, kwargs = self._fake_foreign_inputs(args, kwargs)
+        return self._run_fake_mode(func, args, kwargs)
+
+    def _fake_foreign_inputs(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        flat, spec = tree_flatten((args, kwargs))
+        return tree_unflatten([self._fake_like(a) if _is_foreign(a) else a for a in flat], spec)
 
     def run_fake(self, func, args: tuple, kwargs: dict) -> Any:
-        flat, spec = tree_flatten((args, kwargs))
-        if any(_is_foreign(a) for a in flat):
-            args, kwargs = tree_unflatten([self._fake_like(a) if _is_foreign(a) else a for a in flat], spec)
+        """Run `func` under the recording fake mode, real (CPU or meta) inputs made fake first."""
+        if any(_is_foreign(a) for a in tree_flatten((args, kwargs))[0]):
+            args, kwargs = self._fake_foreign_inputs(args, kwargs)
+        return self._run_fake_mode(func, args, kwargs)
+
+    def _run_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
         with self.fake_mode:
             try:
                 return func(*args, **kwargs)
