@@ -17,6 +17,7 @@ def test_cuda_api_surface(phantora):
     assert abs(seen["event_ms"] / 1e3 - seen["sync_s"]) < 0.5 * seen["sync_s"]
     # 10 bf16 4096^3 GEMMs: 1.37 TFLOP, at most ~1 PFLOP/s peak -> at least 1.3 ms
     assert seen["event_ms"] > 1.3
+    assert 0 < seen["event_after_idle_ms"] < 0.5 * seen["event_ms"]  # one GEMM, not the 10 ms idle gap
     # independent streams overlap, ordered ones do not
     assert seen["two_streams_s"] < 0.8 * seen["ordered_streams_s"]
     assert seen["stream_is_current"]

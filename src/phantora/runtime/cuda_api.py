@@ -188,7 +188,8 @@ def _make_stream_classes(api: CudaApi):
 
         def record(self, stream=None) -> None:
             stream = stream if stream is not None else torch.cuda.current_stream()
-            self.time_ns = timeline.stream_tail((stream.device_index, stream.stream_id))
+            # the stream reaches the event once its earlier work is done, but not before the host records it
+            self.time_ns = max(timeline.stream_tail((stream.device_index, stream.stream_id)), timeline.host_ns)
             self.device = torch.device("cuda", stream.device_index)
 
         def wait(self, stream=None) -> None:

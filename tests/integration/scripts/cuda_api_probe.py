@@ -38,6 +38,15 @@ seen["launch_s"] = t_launch
 seen["sync_s"] = t_sync
 seen["event_ms"] = start.elapsed_time(end)
 
+# an event recorded on an idle stream completes when the host records it
+torch.cuda.synchronize()
+time.sleep(0.010)
+start.record()
+c = a @ a
+end.record()
+end.synchronize()
+seen["event_after_idle_ms"] = start.elapsed_time(end)
+
 # two streams overlap; wait_stream orders
 s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
 torch.cuda.synchronize()
