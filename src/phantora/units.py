@@ -6,17 +6,9 @@ SimTime = NewType("SimTime", int)
 """A point or span of simulated time, in integer nanoseconds."""
 
 NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
-NS_PER_US = 1_000
-KiB = 1024
-MiB = 1024**2
 GiB = 1024**3
 
 
 def seconds_to_ns(seconds: float) -> int:
     """Round seconds to the nearest nanosecond (never truncate: sub-µs kernels must not become free)."""
     return int(round(seconds * NS_PER_S))
-
-
-def ns_to_seconds(ns: int) -> float:
-    return ns / NS_PER_S

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
@@ -27,7 +27,6 @@ class RankConfig:
     rank: int = 0
     trace: bool = True
     """Write a Perfetto/Chrome trace of the simulated timeline."""
-    extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 1 <= self.devices_per_process <= 64:

@@ -26,7 +26,7 @@ def install(config: RankConfig):
     from phantora.runtime.handlers import HANDLERS
     from phantora.runtime.kernels import register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
-    from phantora.runtime.session import Session, set_session
+    from phantora.runtime.session import Session
     from phantora.runtime.sdpa import install_sdpa_routing
     from phantora.runtime.storage import install_storage_resize_hook
 
@@ -34,7 +34,6 @@ def install(config: RankConfig):
     if not shim.phantora_install(config.devices_per_process):
         raise RuntimeError("phantora: could not install the fake CUDA device into this PyTorch build")
     session = Session(config)
-    set_session(session)
     recorder = KernelRecorder(session, shim)
     cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
     register_cuda_kernels_for_composite_ops()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from phantora.units import NS_PER_S
+from phantora.units import NS_PER_S, seconds_to_ns
 
 # Modules that capture a clock function at import: import them before patching so they keep it.
 import concurrent.futures  # noqa: F401,E402
@@ -52,7 +52,7 @@ class VirtualClock:
     def sleep(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
-        self._advance_ns(int(round(seconds * NS_PER_S)))
+        self._advance_ns(seconds_to_ns(seconds))
         REAL_SLEEP(0)  # let real threads run, as a real sleep would
 
     def install(self) -> None:

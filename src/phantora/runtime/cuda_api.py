@@ -9,7 +9,6 @@ caching-allocator model, stream and event times from the engine timeline.
 
 from __future__ import annotations
 
-import functools
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +124,10 @@ class CudaApi:
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
         return self.allocator(device).mem_get_info()
+
+    def empty_cache(self) -> None:
+        for index in range(self.count):
+            self.allocator(index).empty_cache()
 
 
 def _make_stream_classes(api: CudaApi):
@@ -281,7 +284,7 @@ def install(api: CudaApi) -> None:
         "_cuda_memoryStats": lambda device: alloc(device).memory_stats(),
         "_cuda_resetPeakMemoryStats": lambda device: alloc(device).reset_peak_stats(),
         "_cuda_resetAccumulatedMemoryStats": lambda device: alloc(device).reset_accumulated_stats(),
-        "_cuda_emptyCache": lambda: [alloc(i).empty_cache() for i in range(api.count)] and None,
+        "_cuda_emptyCache": api.empty_cache,
         "_cuda_memorySnapshot": lambda *a, **k: {"segments": [s for i in range(api.count) for s in alloc(i).snapshot()],
                                                   "device_traces": [[] for _ in range(api.count)]},
         "_cuda_setMemoryFraction": lambda fraction, device: alloc(device).set_memory_fraction(fraction),
@@ -289,11 +292,9 @@ def install(api: CudaApi) -> None:
         "_cuda_record_memory_history": lambda *a, **k: session.warn_once(
             "memory_history", "torch.cuda.memory._record_memory_history is ignored"),
         "_cuda_sleep": lambda cycles: None,
-        "_cuda_get_device_properties": None,
     }
     for name, fn in functions.items():
-        if fn is not None:
-            setattr(C, name, fn)
+        setattr(C, name, fn)
 
     cuda = torch.cuda
     Stream, Event = _make_stream_classes(api)

@@ -11,7 +11,6 @@ import collections
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
 
 from phantora.config.run import RankConfig
 from phantora.engine.timeline import KernelSpan, StreamKey, Timeline
@@ -67,7 +66,6 @@ class Session:
         """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change."""
         self.lock = threading.RLock()
         self._warned: set[str] = set()
-        self.on_exit: list[Callable[[], None]] = []
 
     # -- host time ---------------------------------------------------------------------------
     def now_ns(self) -> int:
@@ -144,16 +142,3 @@ class Session:
     def note_placeholder(self, kind: str) -> None:
         self.stats.placeholders[kind] += 1
 
-
-_SESSION: Session | None = None
-
-
-def current_session() -> Session:
-    if _SESSION is None:
-        raise RuntimeError("Phantora's runtime is not installed in this process")
-    return _SESSION
-
-
-def set_session(session: Session | None) -> None:
-    global _SESSION
-    _SESSION = session
