@@ -25,6 +25,9 @@ class RankConfig:
     use_kernel_database: bool = True
     """Look measured kernel times up before the analytic model."""
     rank: int = 0
+    world_size: int = 1
+    coordinator: str = ""
+    """host:port of the launcher's coordinator server, which places this rank's GPU work."""
     trace: bool = True
     """Write a Perfetto/Chrome trace of the simulated timeline."""
 

@@ -147,6 +147,8 @@ class Span:
     end_ns: int
     flops: float = 0.0
     bytes: float = 0.0
+    kernel_class: str = ""
+    detail: str = ""
     collectives: tuple[CollectiveResult, ...] = ()
     """For an NCCL call: its operations (several for a coalesced call); empty for a kernel."""
 
@@ -446,7 +448,8 @@ class Coordinator:
             if kind is KernelRecord:
                 start = max(item.host_ns + latency, s.tail_ns)
                 end = start + item.duration_ns
-                s.spans.append(Span(rank, s.stream_id, item.name, item.host_ns, start, end, item.flops, item.bytes))
+                s.spans.append(Span(rank, s.stream_id, item.name, item.host_ns, start, end, item.flops, item.bytes,
+                                     item.kernel_class, item.detail))
                 s.tail_ns = end
             elif kind is _MarkItem:
                 s.tail_ns = max(item.host_ns + latency, s.tail_ns)
@@ -502,7 +505,7 @@ class Coordinator:
                 s.queue.popleft()
                 s.tail_ns = call.end_ns
                 s.spans.append(Span(g, s.stream_id, call.name, call.host_ns, call.member_start_ns, call.end_ns,
-                                    collectives=tuple(p.result for p in call.parts)))
+                                    kernel_class="nccl", collectives=tuple(p.result for p in call.parts)))
                 self._schedule(s)
         rv.calls.clear()  # the calls are done; keep ops and result to reject a repeated sequence number
 

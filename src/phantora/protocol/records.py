@@ -8,8 +8,8 @@ All times are integer nanoseconds of simulated time (`units.SimTime`). `host_ns`
 rank's host clock when it issued the call; it never decreases along a rank's records, and after a
 `SyncReply` it is at least the reply's `host_ns`.
 
-Identifiers are the rank's own: `stream_id` names a stream of the rank's (single) device, with
-0 for the default stream; `event_id` names a CUDA event object (recording the same event again
+Identifiers are the rank's own: `stream_id` names a stream of the rank's device(s): a process that
+drives several devices encodes (device, stream) with `encode_stream` (0 is device 0's default stream); `event_id` names a CUDA event object (recording the same event again
 replaces what later waits refer to, as `cudaEventRecord` does).
 
 Every record is a frozen, slotted dataclass of plain values: small, hashable and picklable.
@@ -37,6 +37,18 @@ ROOTED_OPS: frozenset[str] = frozenset({"broadcast", "reduce", "gather", "scatte
 
 SyncKind = Literal["device", "stream", "event"]
 
+STREAM_BITS = 32
+"""A rank's stream id is `device << STREAM_BITS | stream`, so one id names a stream of any device."""
+
+
+def encode_stream(device: int, stream: int) -> int:
+    return device << STREAM_BITS | stream
+
+
+def decode_stream(stream_id: int) -> tuple[int, int]:
+    """(device, stream) of an id made by `encode_stream`."""
+    return stream_id >> STREAM_BITS, stream_id & ((1 << STREAM_BITS) - 1)
+
 
 @dataclass(frozen=True, slots=True)
 class KernelRecord:
@@ -49,6 +61,10 @@ class KernelRecord:
     flops: float = 0.0
     bytes: float = 0.0
     """Bytes the kernel reads and writes in device memory (for the trace and roofline)."""
+    kernel_class: str = ""
+    """The cost model's class (gemm, attention, elementwise, ...), for the trace."""
+    detail: str = ""
+    """Argument shapes and dtypes, for the trace (empty when no trace is written)."""
 
 
 @dataclass(frozen=True, slots=True)
