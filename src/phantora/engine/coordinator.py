@@ -61,6 +61,14 @@ ever change: if a rank is still blocked, or a collective still lacks a member wh
 finished, that is a deadlock of the program (mismatched collectives, as on a real cluster hang),
 reported as `DeadlockError` naming what is missing. Finished ranks impose no bound.
 
+Note: [Queries]
+A query (`cudaStreamQuery`, `cudaEventQuery`) asks whether work is done by the rank's host time h
+without blocking the host. The querying rank keeps h as its clock in the bound X, since its next
+records still start at h. The answer is known once the awaited work is placed (done iff its time
+is <= h), or once the network has reached h with the work still unplaced: by the argument above,
+unplaced work then ends at or after the network's time, so it is not done by h (a tie counts as
+not done). The network does reach h: X is at most h, and nothing else holds it back.
+
 Note: [Determinism]
 Every simulated time is a function of the ranks' records and of the network's completions; the
 completions are a function of the *set* of requests as long as the promises are kept (the
@@ -79,6 +87,7 @@ from phantora.engine.timeline import union_length
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
+    NOT_DONE,
     ROOTED_OPS,
     CoalescedRecord,
     CollectiveRecord,
@@ -164,7 +173,9 @@ class HostWait:
 
 
 # --- internal state -------------------------------------------------------------------------------
-_ACTIVE, _BLOCKED, _FINISHED = "active", "blocked", "finished"
+_ACTIVE, _BLOCKED, _QUERYING, _FINISHED = "active", "blocked", "querying", "finished"
+_CLOCKED = (_ACTIVE, _QUERYING)
+"""States whose host clock bounds the safe time (Note [Queries])."""
 
 
 class _Mark:
@@ -279,6 +290,8 @@ class Coordinator:
         self._work: list[_Stream] = []
         self._touched: set[int] = set()
         """Ranks whose sync may have become answerable."""
+        self._querying: set[int] = set()
+        """Ranks waiting for the answer to a query, which the network's progress alone can decide."""
         self._bound: int | None = 0
         self._bound_dirty = False
 
@@ -318,7 +331,7 @@ class Coordinator:
     # --- receiving --------------------------------------------------------------------------------
     def _accept(self, rk: _Rank, record: Record) -> None:
         if rk.state != _ACTIVE:
-            why = (f"while waiting for the reply to SyncRequest {rk.sync.request_id}" if rk.state == _BLOCKED
+            why = (f"while waiting for the reply to SyncRequest {rk.sync.request_id}" if rk.sync is not None
                    else "after RankFinished")
             raise ProtocolError(f"rank {rk.rank}: {type(record).__name__} received {why}")
         host_ns = record.host_ns
@@ -368,9 +381,11 @@ class Coordinator:
             elif record.kind != "device":
                 raise ProtocolError(f"rank {rk.rank}: unknown SyncRequest kind {record.kind!r} "
                                     "(expected 'device', 'stream' or 'event')")
-            rk.state = _BLOCKED
+            rk.state = _QUERYING if record.query else _BLOCKED
             rk.sync = record
             self._touched.add(rk.rank)
+            if record.query:
+                self._querying.add(rk.rank)
         elif kind is HostTimeRecord:
             pass
         elif kind is RankFinished:
@@ -513,14 +528,34 @@ class Coordinator:
     def _release(self) -> list[tuple[int, SyncReply]]:
         """Replies whose awaited work is all placed (hence final)."""
         replies = []
-        for r in sorted(self._touched):
+        for r in sorted(self._touched | self._querying):
             rk = self._ranks[r]
             if rk.state == _BLOCKED:
                 ready_ns = self._ready_ns(rk)
                 if ready_ns is not None:
                     replies.append((r, self._reply(rk, ready_ns)))
+            elif rk.state == _QUERYING:
+                reply = self._answer_query(rk)
+                if reply is not None:
+                    replies.append((r, reply))
         self._touched.clear()
         return replies
+
+    def _answer_query(self, rk: _Rank) -> SyncReply | None:
+        """Note [Queries]: done by the request's host time, not done, or not known yet."""
+        req = rk.sync
+        ready_ns = self._ready_ns(rk)
+        if ready_ns is None:
+            if self.network.now_ns < req.host_ns:
+                return None
+            ready_ns = NOT_DONE
+        elif ready_ns > req.host_ns:
+            ready_ns = NOT_DONE
+        rk.state = _ACTIVE
+        rk.sync = None
+        rk.sync_mark = None
+        self._querying.discard(rk.rank)
+        return SyncReply(req.request_id, req.host_ns, ready_ns)
 
     def _ready_ns(self, rk: _Rank) -> int | None:
         """When the work `rk` waits for is done, or None while some of it is unplaced."""
@@ -554,7 +589,7 @@ class Coordinator:
     def _active_bound(self) -> int | None:
         """The least host clock among active ranks (None if no rank is active)."""
         if self._bound_dirty:
-            self._bound = min((rk.host_ns for rk in self._ranks if rk.state == _ACTIVE), default=None)
+            self._bound = min((rk.host_ns for rk in self._ranks if rk.state in _CLOCKED), default=None)
             self._bound_dirty = False
             assert self._bound is None or self._bound >= self.network.now_ns, (self._bound, self.network.now_ns)
         return self._bound

@@ -55,6 +55,12 @@ class HostConstants:
     """torch.cuda.synchronize() on an idle GPU."""
     item_ns: int = 10600
     """.item() round trip of a finished scalar (device-to-host copy + sync), GPU idle."""
+    collective_ns: int = 15000
+    """Host side of one c10d NCCL call (ProcessGroupNCCL: work object, stream sync events, ncclGroup
+    launch): an estimate, not measured yet."""
+    query_ns: int = 1500
+    """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured yet;
+    it keeps polling loops (`while not e.query()`) advancing in simulated time."""
 
 
 H200_HOST = HostConstants()
@@ -114,6 +120,14 @@ class HostModel:
     def sync_ns(self) -> int:
         """Host time of a synchronize once the GPU work it waits for is done."""
         return self.c.sync_ns
+
+    def collective_ns(self) -> int:
+        """Host time of issuing one NCCL call through c10d."""
+        return self.c.collective_ns
+
+    def query_ns(self) -> int:
+        """Host time of a stream or event query."""
+        return self.c.query_ns
 
     def _foreach_ns(self, op: OpCall, p: str) -> int:
         c = self.c

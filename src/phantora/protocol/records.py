@@ -137,7 +137,9 @@ class StreamWaitRecord:
 class SyncRequest:
     """The host blocks until the device (every stream), one stream, or one event is done.
 
-    The rank sends nothing more until it gets the `SyncReply` with the same `request_id`."""
+    With `query=True` the host does not block (`cudaStreamQuery`, `cudaEventQuery`): the question is
+    whether the work is done by `host_ns`, and the reply comes as soon as that is known.
+    Either way the rank sends nothing more until it gets the `SyncReply` with the same `request_id`."""
 
     request_id: int
     host_ns: int
@@ -146,6 +148,11 @@ class SyncRequest:
     """Required for kind "stream"."""
     event_id: int | None = None
     """Required for kind "event"."""
+    query: bool = False
+
+
+NOT_DONE = -1
+"""`SyncReply.ready_ns` of a query whose work is not done yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +163,8 @@ class SyncReply:
     host_ns: int
     ready_ns: int
     """When the awaited work finished (for an event: the event's time, which
-    `Event.elapsed_time` needs); 0 when nothing was ever launched or recorded."""
+    `Event.elapsed_time` needs); 0 when nothing was ever launched or recorded. For a query:
+    NOT_DONE if the work is not done by the request's host_ns (whose clock then stays put)."""
 
 
 @dataclass(frozen=True, slots=True)

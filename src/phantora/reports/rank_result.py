@@ -9,21 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from phantora.runtime.session import Session
-from phantora.trace.chrome import write_chrome_trace
 
 _PROCESS_START = time.process_time()
 
 
 def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
-    timeline = session.timeline
+    """The rank's own statistics; GPU timing lives in the coordinator, which the launcher reports."""
     stats = session.stats
-    end_ns = max([timeline.host_ns] + [timeline.device_tail(d) for d in range(len(session.allocators))])
     devices = []
     for index, allocator in enumerate(session.allocators):
         mem = allocator.memory_stats()
         devices.append({
             "index": index,
-            "busy_ns": timeline.busy_ns(index),
             "peak_allocated_bytes": mem["allocated_bytes.all.peak"],
             "peak_reserved_bytes": mem["reserved_bytes.all.peak"],
             "allocated_bytes": mem["allocated_bytes.all.current"],
@@ -36,8 +33,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "gpu": session.gpu.key,
         "gpu_name": session.gpu.name,
         "exit_code": exit_code,
-        "simulated_ns": end_ns,
-        "host_blocked_ns": timeline.host_blocked_ns,
+        "host_ns": session.now_ns(),
         "devices": devices,
         "kernels": stats.kernels,
         "host_only_ops": stats.host_only_ops,
@@ -75,6 +71,4 @@ def write_rank_result(session: Session, *, exit_code: int) -> Path:
     path = out / "result.json"
     path.write_text(json.dumps(collect_rank_result(session, exit_code=exit_code), indent=1))
     (out / "memory.json").write_text(json.dumps(downsample_memory(session.memory_samples)))
-    if session.config.trace:
-        write_chrome_trace(out / "trace.json", session.timeline.spans, pid=session.config.rank)
     return path

@@ -19,7 +19,7 @@ def install(config: RankConfig):
     """Install the fake CUDA device, interception and virtual clock into this process."""
     import torch
 
-    from phantora.runtime import cuda_api, native
+    from phantora.runtime import cuda_api, distributed, functional_collectives, native
     from phantora.runtime.clock import VirtualClock
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
@@ -33,21 +33,32 @@ def install(config: RankConfig):
     shim = native.load_shim()
     if not shim.phantora_install(config.devices_per_process):
         raise RuntimeError("phantora: could not install the fake CUDA device into this PyTorch build")
-    session = Session(config)
+    session = Session(config, *connect(config))
     recorder = KernelRecorder(session, shim)
     cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
     register_cuda_kernels_for_composite_ops()
     install_module_conversion()
     install_foreach_support()
     torch._C._set_only_lift_cpu_tensors(True)
+    distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)
-    mode = HybridMode(fake_mode, HANDLERS)
+    mode = HybridMode(fake_mode, {**HANDLERS, **functional_collectives.handlers()})
     install_sdpa_routing(session)
     install_compile_fallback(session)
     install_storage_resize_hook(recorder)
     VirtualClock(session.now_ns, session.host_work).install()
     mode.__enter__()
     return session
+
+
+def connect(config: RankConfig):
+    """The transport to the launcher's coordinator (and the flush interval it needs), or, with no
+    launcher, a coordinator inside this process."""
+    if config.coordinator:
+        from phantora.transport.client import RankClient
+        return RankClient.connect(config.coordinator, rank=config.rank), 0.01
+    from phantora.runtime.engine_link import LocalTransport
+    return LocalTransport(gpu=config.gpu), None
 
 
 def run_user_program(argv: list[str]) -> int:
@@ -79,6 +90,9 @@ def main() -> int:
         return 2
     session = install(config)
     code = run_user_program(argv)
+    from phantora.runtime import native
+    native.load_shim().phantora_clear_event_callbacks()
+    session.finish()
     from phantora.reports.rank_result import write_rank_result
     write_rank_result(session, exit_code=code)
     return code

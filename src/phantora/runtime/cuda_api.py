@@ -4,7 +4,7 @@ PyTorch's own `torch.cuda` Python code stays in charge (device contexts, memory 
 RNG helpers); what a CPU build lacks is the `torch._C._cuda_*` layer under it, so this module
 supplies those functions, the stream and event classes, the device properties and `cudart`,
 and replaces the few names `torch.cuda` bound at import time. Memory statistics come from the
-caching-allocator model, stream and event times from the engine timeline.
+caching-allocator model, stream and event times from the coordinator (runtime/engine_link.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from phantora.models.gpu import GpuSpec
+from phantora.runtime import native
 from phantora.runtime.session import Session
 
 _CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA
@@ -131,12 +132,13 @@ class CudaApi:
 
 
 def _make_stream_classes(api: CudaApi):
-    """`torch.cuda.Stream` and `torch.cuda.Event` for the simulated device."""
+    """`torch.cuda.Stream` and `torch.cuda.Event` for the simulated device: their work is described
+    to the coordinator (event records, stream waits) and their questions asked of it."""
     session = api.session
-    timeline = session.timeline
+    link = session.link
 
     class Stream(torch.Stream):
-        """A CUDA stream of the simulated GPU (a FIFO timeline of the engine)."""
+        """A CUDA stream of the simulated GPU (a FIFO queue of the coordinator)."""
 
         def __new__(cls, device=None, priority=0, **kwargs):
             if kwargs.get("stream_id") is not None:
@@ -154,11 +156,13 @@ def _make_stream_classes(api: CudaApi):
             return 0x1000 + self.stream_id if self.stream_id else 0
 
         def wait_event(self, event) -> None:
-            if isinstance(event, Event) and event.time_ns is not None:
-                timeline.wait_until(self.key, event.time_ns)
+            if isinstance(event, Event) and event.event_id is not None:
+                with session.lock:
+                    link.wait_event(session.stream_id(self.key), event.event_id)
 
         def wait_stream(self, stream) -> None:
-            timeline.wait_until(self.key, timeline.stream_tail((stream.device_index, stream.stream_id)))
+            with session.lock:
+                link.wait_stream(session.stream_id(self.key), session.stream_id((stream.device_index, stream.stream_id)))
 
         def record_event(self, event=None):
             event = event if event is not None else Event()
@@ -166,7 +170,9 @@ def _make_stream_classes(api: CudaApi):
             return event
 
         def query(self) -> bool:
-            return timeline.stream_tail(self.key) <= timeline.host_ns
+            with session.lock:
+                session.host_work(session.host.query_ns())
+                return link.query("stream", stream_id=session.stream_id(self.key)) is not None
 
         def synchronize(self) -> None:
             session.synchronize_stream(self.key)
@@ -181,18 +187,20 @@ def _make_stream_classes(api: CudaApi):
             return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
 
     class Event:
-        """A CUDA event: the simulated time at which its stream reached it."""
+        """A CUDA event: marks a point of a stream; the coordinator knows when the stream reaches it."""
 
         def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
                      external: bool = False) -> None:
             self.enable_timing = enable_timing
-            self.time_ns: int | None = None
+            self.event_id: int | None = None
             self.device: torch.device | None = None
 
         def record(self, stream=None) -> None:
             stream = stream if stream is not None else torch.cuda.current_stream()
-            # the stream reaches the event once its earlier work is done, but not before the host records it
-            self.time_ns = max(timeline.stream_tail((stream.device_index, stream.stream_id)), timeline.host_ns)
+            with session.lock:
+                if self.event_id is None:
+                    self.event_id = link.new_event_id()
+                link.record_event(self.event_id, session.stream_id((stream.device_index, stream.stream_id)))
             self.device = torch.device("cuda", stream.device_index)
 
         def wait(self, stream=None) -> None:
@@ -200,19 +208,28 @@ def _make_stream_classes(api: CudaApi):
             stream.wait_event(self)
 
         def query(self) -> bool:
-            return self.time_ns is None or self.time_ns <= timeline.host_ns
+            if self.event_id is None:
+                return True
+            with session.lock:
+                session.host_work(session.host.query_ns())
+                return link.query("event", event_id=self.event_id) is not None
 
         def synchronize(self) -> None:
-            if self.time_ns is not None:
+            if self.event_id is not None:
                 with session.lock:
-                    timeline.block_host_until(self.time_ns)
+                    link.sync("event", event_id=self.event_id)
 
         def elapsed_time(self, end_event: "Event") -> float:
             if not (self.enable_timing and end_event.enable_timing):
                 raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
-            if self.time_ns is None or end_event.time_ns is None:
+            if self.event_id is None or end_event.event_id is None:
                 raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-            return (end_event.time_ns - self.time_ns) / 1e6
+            with session.lock:
+                start_ns = link.query("event", event_id=self.event_id)
+                end_ns = link.query("event", event_id=end_event.event_id)
+            if start_ns is None or end_ns is None:  # as cudaEventElapsedTime: cudaErrorNotReady
+                raise RuntimeError("CUDA error: device not ready")
+            return (end_ns - start_ns) / 1e6
 
         def ipc_handle(self):
             raise NotImplementedError("phantora: CUDA IPC event handles are not supported")
@@ -222,9 +239,52 @@ def _make_stream_classes(api: CudaApi):
             return id(self)
 
         def __repr__(self) -> str:
-            return f"<torch.cuda.Event {self.time_ns}>" if self.time_ns is not None else "<torch.cuda.Event uninitialized>"
+            return f"<torch.cuda.Event {self.event_id}>" if self.event_id is not None else "<torch.cuda.Event uninitialized>"
 
     return Stream, Event
+
+
+def _install_native_events(api: CudaApi) -> list:
+    """Events PyTorch's C++ code makes (autograd's cross-stream syncs, CUDA futures) reach the
+    coordinator like Python ones (csrc Note [Events made in C++])."""
+    session, link = api.session, api.session.link
+
+    def record(event_id: int, device: int, stream: int) -> None:
+        with session.lock:
+            link.record_event(event_id, session.stream_id((device, stream)))
+
+    def block(event_id: int, device: int, stream: int) -> None:
+        with session.lock:
+            link.wait_event(session.stream_id((device, stream)), event_id)
+
+    def event_done(event_id: int, query: int) -> int:
+        with session.lock:
+            if query:
+                session.host_work(session.host.query_ns())
+                return int(link.query("event", event_id=event_id) is not None)
+            link.sync("event", event_id=event_id)
+            return 1
+
+    def stream_done(device: int, stream: int, query: int) -> int:
+        if stream < 0:
+            session.synchronize_device(device)
+        elif query:
+            with session.lock:
+                session.host_work(session.host.query_ns())
+                return int(link.query("stream", stream_id=session.stream_id((device, stream))) is not None)
+        else:
+            session.synchronize_stream((device, stream))
+        return 1
+
+    def elapsed(start_id: int, end_id: int) -> float:
+        with session.lock:
+            start_ns = link.query("event", event_id=start_id)
+            end_ns = link.query("event", event_id=end_id)
+        if start_ns is None or end_ns is None:
+            raise RuntimeError("CUDA error: device not ready")
+        return (end_ns - start_ns) / 1e6
+
+    return native.set_event_callbacks(api.shim, record, block, event_done, stream_done, elapsed)
 
 
 class _Cudart:
@@ -324,4 +384,5 @@ def install(api: CudaApi) -> None:
     cuda.mem_get_info = api.mem_get_info
     torch.version.cuda = CUDA_VERSION
     torch.backends.cuda.is_built = lambda: True
+    api.native_event_callbacks = _install_native_events(api)
     cuda.init()

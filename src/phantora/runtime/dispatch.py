@@ -32,6 +32,7 @@ from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import Session
+from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
 
@@ -118,8 +119,11 @@ class KernelRecorder:
     def __init__(self, session: Session, shim) -> None:
         self.session = session
         self.memory = MemoryTracker(session)
+        self.memory.new_storage_listeners.append(shadows.drop)
         self._current_stream = shim.phantora_current_stream
         self._local = threading.local()
+        self.unwaited = None
+        """distributed.UnwaitedResults once the collectives backend is installed."""
 
     def suppressed(self) -> bool:
         return getattr(self._local, "suppress", 0) > 0
@@ -148,11 +152,24 @@ class KernelRecorder:
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
+        if self.unwaited or (shadows and func._schema.is_mutable):
+            inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            self.before_kernel(inputs, written=inputs if func._schema.is_mutable else ())
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
 
-    def launch(self, op: OpCall, device: int) -> Any:
-        """Record a kernel that a handler issues itself (copies between host and device)."""
-        return self.session.launch_kernel(op, (device, self.current_stream_id(device)))
+    def before_kernel(self, inputs: list[torch.Tensor], written: Any = ()) -> None:
+        """A kernel on `inputs` is about to launch: order it after NCCL results it uses
+        (distributed Note [Unwaited NCCL results]); drop shadows of what it writes."""
+        if self.unwaited:
+            self.unwaited.wait_for(inputs)
+        if written:
+            shadows.forget(list(written))
+
+    def launch(self, op: OpCall, device: int) -> tuple[int, int]:
+        """Record a kernel that a handler issues itself (copies between host and device); returns its stream."""
+        stream = (device, self.current_stream_id(device))
+        self.session.launch_kernel(op, stream)
+        return stream
 
 
 class _Suppress:

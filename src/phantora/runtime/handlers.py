@@ -5,7 +5,8 @@ A simulated GPU holds no data, so a value read back to the host is a placeholder
 0, floating point 0.0, booleans False — except the result of `all()`, which reads True, so that
 `torch.isfinite(x).all()` says "finite" and `GradScaler` keeps stepping. Tensors copied to the
 host are zeros. Every read still costs what it costs on a GPU: a small device-to-host copy and a
-host wait for the stream. The summary counts placeholder reads by kind.
+host wait for the stream. The summary counts placeholder reads by kind. Small host data that went
+to the GPU and comes back unchanged reads its real values (Note [Shadow values]).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime.dispatch import HybridMode, tensor_meta
+from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
 
@@ -37,9 +39,10 @@ def _read_to_host(mode: HybridMode, src: torch.Tensor, *, blocking: bool) -> Non
     device = _device_of(src)
     meta = tensor_meta(src)
     host_meta = TensorMeta(meta.shape, meta.dtype, meta.stride, "cpu")
-    span = mode.recorder.launch(_copy_call("aten.copy_.default", host_meta, meta), device)
+    mode.recorder.before_kernel([src])
+    stream = mode.recorder.launch(_copy_call("aten.copy_.default", host_meta, meta), device)
     if blocking:
-        mode.session.wait_for_stream(span.stream, span.end_ns)
+        mode.session.wait_for_stream(stream)
 
 
 def placeholder_scalar(t: torch.Tensor) -> bool | int | float | complex:
@@ -58,6 +61,9 @@ def local_scalar_dense(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any
         return func(*args, **kwargs)
     if t.device.type == "cuda":
         _read_to_host(mode, t, blocking=True)
+    real = shadows.lookup(t)
+    if real is not None:
+        return real.item()
     mode.session.note_placeholder(".item()")
     return placeholder_scalar(t)
 
@@ -68,8 +74,11 @@ def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     target_type = torch.device(target).type if target is not None else src.device.type
     if isinstance(src, FakeTensor) and src.device.type == "cuda" and target_type == "cpu":
         _read_to_host(mode, src, blocking=not kwargs.get("non_blocking", False))
-        mode.session.note_placeholder("device-to-host copy")
         dtype = kwargs.get("dtype") or src.dtype
+        real = shadows.lookup(src)
+        if real is not None:
+            return real.to(dtype=dtype, copy=True)
+        mode.session.note_placeholder("device-to-host copy")
         return torch.zeros(src.shape, dtype=dtype)
     if not isinstance(src, FakeTensor) and target_type == "cuda":
         return _host_to_device(mode, src, kwargs)
@@ -98,14 +107,16 @@ def _preserved_strides(t: torch.Tensor, dtype: torch.dtype) -> tuple[int, ...]:
 
 
 def _charge_host_to_device(mode: HybridMode, dst: torch.Tensor, src: torch.Tensor, *, blocking: bool) -> None:
+    mode.recorder.before_kernel([dst])
+    shadows.remember(dst, src)
     src_meta = tensor_meta(src)
     if src.device.type == "cuda":
         src_meta = TensorMeta(src_meta.shape, src_meta.dtype, src_meta.stride, "cpu")
-    span = mode.recorder.launch(_copy_call("aten.copy_.default", tensor_meta(dst), src_meta), _device_of(dst))
+    stream = mode.recorder.launch(_copy_call("aten.copy_.default", tensor_meta(dst), src_meta), _device_of(dst))
     # From pageable memory the copy is synchronous for the host (CUDA stages it); from pinned
     # memory with non_blocking=True the host goes on at once.
     if blocking or not src.is_pinned():
-        mode.session.wait_for_stream(span.stream, span.end_ns)
+        mode.session.wait_for_stream(stream)
 
 
 def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
@@ -117,9 +128,13 @@ def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
         return dst
     if src_fake and not dst_fake and src.device.type == "cuda":
         _read_to_host(mode, src, blocking=not non_blocking)
-        mode.session.note_placeholder("device-to-host copy")
+        real = shadows.lookup(src)
         with torch.no_grad():
-            dst.zero_()
+            if real is not None:
+                dst.copy_(real)
+            else:
+                mode.session.note_placeholder("device-to-host copy")
+                dst.zero_()
         return dst
     return mode.run_fake(func, args, kwargs)
 

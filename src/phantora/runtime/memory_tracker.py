@@ -26,6 +26,9 @@ class MemoryTracker:
         self._live: dict[int, tuple[int, int]] = {}
         """storage address (StorageImpl*) -> (device, allocator handle)"""
         self._pending_frees: list[int] = []
+        self.new_storage_listeners: list = []
+        """Called with the key of each new storage: state kept per storage must not outlive it
+        (a new storage may reuse a dead one's address)."""
 
     def _sample(self, device: int) -> None:
         allocator = self._session.allocators[device]
@@ -38,6 +41,8 @@ class MemoryTracker:
         key = storage._cdata
         if key in self._live:
             return
+        for listener in self.new_storage_listeners:
+            listener(key)
         device = tensor.device.index or 0
         allocator = self._session.allocators[device]
         try:

@@ -75,7 +75,27 @@ def load_shim() -> ctypes.CDLL:
     lib.phantora_set_current_stream.argtypes = [ctypes.c_int, ctypes.c_longlong]
     lib.phantora_new_stream_id.restype = ctypes.c_longlong
     lib.phantora_set_device.argtypes = [ctypes.c_int]
+    lib.phantora_set_event_callbacks.argtypes = [EVENT_STREAM_FN, EVENT_STREAM_FN, EVENT_FN, STREAM_FN, ELAPSED_FN]
     return lib
+
+
+EVENT_STREAM_FN = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_int, ctypes.c_longlong)
+"""(event id, device, stream id): a C++ event is recorded on, or waited for by, a stream."""
+EVENT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_longlong, ctypes.c_int)
+"""(event id, query?) -> 1 if done: cudaEventQuery, or cudaEventSynchronize when query is 0."""
+STREAM_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_int)
+"""(device, stream id or -1 for the whole device, query?) -> 1 if done."""
+ELAPSED_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_longlong, ctypes.c_longlong)
+"""(start event id, end event id) -> milliseconds."""
+
+
+def set_event_callbacks(lib: ctypes.CDLL, record, block, event_done, stream_done, elapsed) -> list:
+    """Route the C++ side's CUDA events to Python (csrc Note [Events made in C++]); returns the
+    ctypes wrappers, which the caller must keep alive as long as they are installed."""
+    wrappers = [EVENT_STREAM_FN(record), EVENT_STREAM_FN(block), EVENT_FN(event_done), STREAM_FN(stream_done),
+                ELAPSED_FN(elapsed)]
+    lib.phantora_set_event_callbacks(*wrappers)
+    return wrappers
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""The simulation state of one rank process: clocks, streams, memory and cost models, statistics.
+"""The simulation state of one rank process: host clock, link to the coordinator, memory and cost
+models, statistics.
 
-Everything the interception layer (`dispatch`, `cuda_api`, `clock`) learns goes through the one
-`Session` object of the process; it owns the engine timeline and the pure models, and at exit
-writes what it measured.
+Everything the interception layer (`dispatch`, `cuda_api`, `clock`, `distributed`) learns goes
+through the one `Session` object of the process: it costs each op with the pure models, charges
+the host, and describes the GPU work to the coordinator through its `EngineLink`, which alone
+knows when that work runs (runtime/engine_link.py).
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ import threading
 from dataclasses import dataclass, field
 
 from phantora.config.run import RankConfig
-from phantora.engine.timeline import KernelSpan, StreamKey, Timeline
 from phantora.models.compute import ComputeModel, KernelDatabase
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
-from phantora.models.ops import KernelEstimate, OpCall
+from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
+from phantora.protocol.records import encode_stream
+from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.specs import get_gpu_spec
+
+StreamKey = tuple[int, int]
+"""(device index, stream id); stream id 0 is the device's default stream."""
 
 
 class UnmodelledOpError(RuntimeError):
@@ -46,15 +52,17 @@ class OpStats:
 class Session:
     """Simulation state of one process (one rank, possibly several visible devices)."""
 
-    def __init__(self, config: RankConfig, *, gpu: GpuSpec | None = None,
-                 compute: ComputeModel | None = None, host: HostModel | None = None) -> None:
+    def __init__(self, config: RankConfig, transport: Transport, flush_interval_s: float | None = 0.01, *,
+                 gpu: GpuSpec | None = None, compute: ComputeModel | None = None,
+                 host: HostModel | None = None) -> None:
         self.config = config
         self.gpu = gpu or get_gpu_spec(config.gpu)
         # database=None loads the measured kernels shipped for this GPU; an empty one means analytic only
         database = None if config.use_kernel_database else KernelDatabase(self.gpu.key)
         self.compute = compute or ComputeModel(self.gpu, database=database)
         self.host = host or HostModel()
-        self.timeline = Timeline()
+        self.lock = threading.RLock()
+        self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
         allocator_config = AllocatorConfig.from_env(os.environ)
         self.allocators = [
             CachingAllocatorModel(self.gpu.total_memory_bytes, self.gpu.cuda_context_bytes,
@@ -64,35 +72,40 @@ class Session:
         self.stats = OpStats()
         self.memory_samples: list[tuple[int, int, int, int]] = []
         """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change."""
-        self.lock = threading.RLock()
+        self._streams_used: set[StreamKey] = set()
         self._warned: set[str] = set()
 
     # -- host time ---------------------------------------------------------------------------
     def now_ns(self) -> int:
-        return self.timeline.host_ns
+        return self.link.host_ns
 
     def host_work(self, duration_ns: int) -> None:
         with self.lock:
-            self.timeline.advance_host(duration_ns)
+            self.link.advance_host(duration_ns)
 
     # -- kernels -----------------------------------------------------------------------------
-    def launch_kernel(self, op: OpCall, stream: StreamKey) -> KernelSpan:
-        """Cost `op`, charge the host its launch overhead, and place the kernel on `stream`."""
+    def stream_id(self, stream: StreamKey) -> int:
+        """The coordinator's id of a (device, stream) of this process."""
+        self._streams_used.add(stream)
+        return encode_stream(*stream)
+
+    def launch_kernel(self, op: OpCall, stream: StreamKey) -> None:
+        """Cost `op`, charge the host its launch overhead, and launch the kernel on `stream`."""
         estimate = self.compute.estimate(op)
         if estimate.source == "generic":
             self._note_generic(op)
+        detail = describe_tensors(op) if self.config.trace else ""
         with self.lock:
-            self.timeline.advance_host(self.host.op_ns(op))
-            span = self.timeline.launch(stream, estimate.duration_ns, name=op.name, flops=estimate.flops,
-                                        bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class)
+            self.link.advance_host(self.host.op_ns(op))
+            self.link.kernel(self.stream_id(stream), estimate.duration_ns, op.name, flops=estimate.flops,
+                             bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class, detail=detail)
             self._count(estimate)
-        return span
 
     def host_only_op(self, name: str, *, allocates: bool) -> None:
         """An op that launches no kernel (a view, an allocation): only host time."""
         with self.lock:
             self.stats.host_only_ops += 1
-            self.timeline.advance_host(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
+            self.link.advance_host(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
@@ -112,22 +125,28 @@ class Session:
     # -- synchronisation ---------------------------------------------------------------------
     def synchronize_device(self, device: int) -> None:
         with self.lock:
-            self.timeline.synchronize_device(device)
-            self.timeline.advance_host(self.host.sync_ns())
+            if self.config.devices_per_process == 1:
+                self.link.sync("device")
+            else:  # the coordinator sees one device per rank: wait for this device's streams one by one
+                for key in sorted(k for k in self._streams_used if k[0] == device):
+                    self.link.sync("stream", stream_id=encode_stream(*key))
+            self.link.advance_host(self.host.sync_ns())
             self.allocators[device].synchronize()
 
     def synchronize_stream(self, stream: StreamKey) -> None:
         with self.lock:
-            self.timeline.synchronize_stream(stream)
-            self.timeline.advance_host(self.host.sync_ns())
+            self.wait_for_stream(stream)
+            self.link.advance_host(self.host.sync_ns())
+
+    def wait_for_stream(self, stream: StreamKey) -> None:
+        """The host blocks until `stream`'s work so far is done (a blocking copy or `.item()`)."""
+        with self.lock:
+            self.link.sync("stream", stream_id=self.stream_id(stream))
             self.allocators[stream[0]].stream_work_done(stream[1])
 
-    def wait_for_stream(self, stream: StreamKey, until_ns: int) -> None:
-        """The host blocks until `stream` reaches `until_ns` (a blocking copy or `.item()`)."""
-        with self.lock:
-            self.timeline.block_host_until(until_ns)
-            if self.timeline.stream_tail(stream) <= until_ns:
-                self.allocators[stream[0]].stream_work_done(stream[1])
+    def finish(self) -> None:
+        """The program ended: everything is sent to the coordinator."""
+        self.link.finish()
 
     # -- warnings and placeholders -----------------------------------------------------------
     def warn_once(self, key: str, message: str) -> None:
@@ -141,4 +160,11 @@ class Session:
 
     def note_placeholder(self, kind: str) -> None:
         self.stats.placeholders[kind] += 1
+
+
+def describe_tensors(op: OpCall) -> str:
+    """Input and output shapes for the trace: `bfloat16[8, 4096] bfloat16[4096, 4096] -> bfloat16[8, 4096]`."""
+    def fmt(metas: list[TensorMeta] | tuple[TensorMeta, ...]) -> str:
+        return " ".join(f"{m.dtype}{list(m.shape)}" for m in metas)
+    return f"{fmt(op.tensor_inputs())} -> {fmt(op.outputs)}"
 

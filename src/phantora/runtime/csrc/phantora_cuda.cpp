@@ -8,13 +8,22 @@
 // every CUDA op itself is intercepted in Python (FakeTensorMode) and costed by Phantora.
 // State lives here (current device and stream are per thread, as in CUDA) so that PyTorch's C++
 // code (the autograd engine switching streams for backward) and Phantora's Python side agree.
-// No Python callbacks: C++ never calls into the interpreter, so interpreter exit is safe.
+//
+// Note: [Events made in C++]
+// PyTorch's C++ code makes CUDA events of its own: autograd syncs a gradient produced on one
+// stream with its consumer on another, and a CUDA `c10::ivalue::Future` (DDP's communication
+// hook results) makes the waiting stream wait for the stream that completed it. These go through
+// the guard's record/block/query/synchronize, which call back into Phantora's Python side (set
+// with phantora_set_event_callbacks) so the coordinator sees them like torch.cuda.Event. C++
+// event ids are negative, so they never collide with the Python side's positive ids. The
+// callbacks are cleared before the interpreter goes away (phantora_clear_event_callbacks).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace {
 using c10::Device;
@@ -28,8 +37,25 @@ std::atomic<int> g_device_count{1};
 thread_local DeviceIndex t_device = 0;
 thread_local StreamId t_stream[kMaxDevices] = {0};
 std::atomic<StreamId> g_next_stream_id{1};
+constexpr StreamId kPoolBase = StreamId{1} << 30;
+constexpr StreamId kPoolSize = 32;
+std::atomic<StreamId> g_next_pool{0};
 
 DeviceIndex resolve(DeviceIndex index) { return index < 0 ? t_device : index; }
+
+// Note [Events made in C++]: (event id, device, stream id) for record and block.
+using EventStreamFn = void (*)(long long, int, long long);
+using EventFn = int (*)(long long, int);         // (event id, query?) -> done
+using StreamFn = int (*)(int, long long, int);   // (device, stream id or -1 for the device, query?) -> done
+using ElapsedFn = double (*)(long long, long long);
+std::atomic<EventStreamFn> g_record_event{nullptr};
+std::atomic<EventStreamFn> g_block_stream{nullptr};
+std::atomic<EventFn> g_event_done{nullptr};
+std::atomic<StreamFn> g_stream_done{nullptr};
+std::atomic<ElapsedFn> g_elapsed{nullptr};
+std::atomic<long long> g_next_event{1};
+
+long long event_id(void* event) { return -static_cast<long long>(reinterpret_cast<intptr_t>(event)); }
 
 struct FakeCudaGuard final : c10::impl::DeviceGuardImplInterface {
   DeviceType type() const override { return DeviceType::CUDA; }
@@ -48,7 +74,11 @@ struct FakeCudaGuard final : c10::impl::DeviceGuardImplInterface {
   Stream getDefaultStream(Device d) const override {
     return Stream(Stream::UNSAFE, Device(DeviceType::CUDA, resolve(d.index())), 0);
   }
-  Stream getStreamFromGlobalPool(Device d, bool) const override { return getNewStream(d, 0); }
+  // CUDA's pool hands out its 32 streams round robin (c10/cuda/CUDAStream.cpp); so do we, so that
+  // code taking a pool stream per call (CUDA futures' callbacks) does not create endless streams.
+  Stream getStreamFromGlobalPool(Device d, bool) const override {
+    return Stream(Stream::UNSAFE, Device(DeviceType::CUDA, resolve(d.index())), kPoolBase + (g_next_pool++ % kPoolSize));
+  }
   Stream getNewStream(Device d, int) const override {
     return Stream(Stream::UNSAFE, Device(DeviceType::CUDA, resolve(d.index())), g_next_stream_id++);
   }
@@ -59,18 +89,38 @@ struct FakeCudaGuard final : c10::impl::DeviceGuardImplInterface {
     return Stream(Stream::UNSAFE, s.device(), old);
   }
   DeviceIndex deviceCount() const noexcept override { return static_cast<DeviceIndex>(g_device_count.load()); }
-  // Events made by PyTorch's C++ code (autograd's cross-stream syncs) are not modelled yet:
-  // Python-side torch.cuda.Event and wait_stream are. See docs/runtime.md.
-  void record(void**, const Stream&, const DeviceIndex, const c10::EventFlag) const override {}
-  void block(void*, const Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
+  // Note [Events made in C++]. The event handle is its id, stored in the pointer slot.
+  void record(void** event, const Stream& s, const DeviceIndex, const c10::EventFlag) const override {
+    if (*event == nullptr) *event = reinterpret_cast<void*>(static_cast<intptr_t>(g_next_event++));
+    if (auto fn = g_record_event.load()) fn(event_id(*event), s.device_index(), s.id());
+  }
+  void block(void* event, const Stream& s) const override {
+    if (event == nullptr) return;  // never recorded: nothing to wait for, as in CUDA
+    if (auto fn = g_block_stream.load()) fn(event_id(event), s.device_index(), s.id());
+  }
+  bool queryEvent(void* event) const override {
+    auto fn = g_event_done.load();
+    return event == nullptr || fn == nullptr || fn(event_id(event), 1) != 0;
+  }
+  void synchronizeEvent(void* event) const override {
+    if (auto fn = g_event_done.load(); fn && event) fn(event_id(event), 0);
+  }
   void destroyEvent(void*, const DeviceIndex) const noexcept override {}
-  bool queryStream(const Stream&) const override { return true; }
-  void synchronizeStream(const Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const DeviceIndex) const override {}
+  bool queryStream(const Stream& s) const override {
+    auto fn = g_stream_done.load();
+    return fn == nullptr || fn(s.device_index(), s.id(), 1) != 0;
+  }
+  void synchronizeStream(const Stream& s) const override {
+    if (auto fn = g_stream_done.load()) fn(s.device_index(), s.id(), 0);
+  }
+  void synchronizeDevice(const DeviceIndex d) const override {
+    if (auto fn = g_stream_done.load()) fn(resolve(d), -1, 0);
+  }
   void recordDataPtrOnStream(const c10::DataPtr&, const Stream&) const override {}
-  double elapsedTime(void*, void*, const DeviceIndex) const override { return 0.0; }
+  double elapsedTime(void* start, void* end, const DeviceIndex) const override {
+    auto fn = g_elapsed.load();
+    return fn && start && end ? fn(event_id(start), event_id(end)) : 0.0;
+  }
 };
 
 struct FakeCudaHooks final : at::CUDAHooksInterface {
@@ -129,4 +179,13 @@ void phantora_set_current_stream(int device, long long stream_id) {
   t_stream[resolve(static_cast<DeviceIndex>(device))] = stream_id;
 }
 long long phantora_new_stream_id() { return g_next_stream_id++; }
+void phantora_set_event_callbacks(EventStreamFn record, EventStreamFn block, EventFn event_done,
+                                  StreamFn stream_done, ElapsedFn elapsed) {
+  g_record_event = record;
+  g_block_stream = block;
+  g_event_done = event_done;
+  g_stream_done = stream_done;
+  g_elapsed = elapsed;
+}
+void phantora_clear_event_callbacks() { phantora_set_event_callbacks(nullptr, nullptr, nullptr, nullptr, nullptr); }
 }

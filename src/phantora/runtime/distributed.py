@@ -1,0 +1,567 @@
+"""The collectives backend: `init_process_group("nccl")` gets a process group whose NCCL calls are
+described to the coordinator instead of run.
+
+Note: [Standing in for ProcessGroupNCCL]
+A CPU build of PyTorch has no ProcessGroupNCCL. c10d builds "nccl" groups (the default backend,
+`cuda:nccl`, DeviceMesh's and `new_group`'s) by calling the module global `ProcessGroupNCCL` of
+distributed_c10d, after checking `is_nccl_available()`. Installing `SimulatedNcclGroup` under that
+name keeps every name the program can observe ("nccl" from `get_backend`, `is_nccl_available()`)
+as on a real cluster, while every collective comes here. It is a Python `ProcessGroup` subclass:
+c10d's Python functions call its methods directly, and PyTorch's C++ (DDP's reducer) reaches them
+through the pybind trampoline. Each call follows ProcessGroupNCCL's stream semantics:
+- the group has its own NCCL stream per device; a collective first makes that stream wait for
+  the caller's current stream, then runs on it, then records an end event;
+- `work.wait()` makes the *current stream* wait for the end event (the host goes on), except for
+  `barrier`, whose wait blocks the host;
+- point-to-point calls run on one stream per (group, peer pair), as NCCL's p2p communicators do;
+  `batch_isend_irecv` and `_coalescing_manager` put their calls in one NCCL group.
+Tensor values are never exchanged (they are fake); CPU objects are, for real, through the c10d
+store (`all_gather_object` and friends), because programs branch on them.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+from torch._subclasses.fake_tensor import FakeTensor
+
+from phantora.protocol.records import CoalescedRecord, CollectiveRecord
+from phantora.runtime.dispatch import KernelRecorder
+from phantora.runtime.session import Session
+from phantora.runtime.shadows import shadows
+
+_session: Session | None = None
+"""Set by `install`; the backend is created by c10d, which cannot pass it along."""
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _device_index(tensors: list[torch.Tensor]) -> int:
+    for t in tensors:
+        if t.device.type == "cuda":
+            return t.device.index if t.device.index is not None else torch.cuda.current_device()
+    return torch.cuda.current_device()
+
+
+class UnwaitedResults:
+    """Note: [Unwaited NCCL results]
+    A correct program orders every use of an NCCL call's result after the call: `work.wait()`, a
+    CUDA future's wait, an event. Where that order is made in a way Phantora cannot see (DDP's
+    reducer waits on a CUDA future in C++, which cannot hold fake tensors), the first kernel that
+    touches a result still unwaited-for makes its stream wait for the call: the same order, placed
+    where the data dependency is."""
+
+    def __init__(self) -> None:
+        self._by_storage: dict[int, NcclWork] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_storage)
+
+    def add(self, work: "NcclWork", tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            if isinstance(t, FakeTensor):
+                self._by_storage[t.untyped_storage()._cdata] = work
+
+    def forget(self, work: "NcclWork") -> None:
+        if self._by_storage:
+            for key in [k for k, w in self._by_storage.items() if w is work]:
+                del self._by_storage[key]
+
+    def drop(self, storage_key: int) -> None:
+        self._by_storage.pop(storage_key, None)
+
+    def pop(self, t: torch.Tensor) -> "NcclWork | None":
+        return self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+    def wait_for(self, tensors: list[torch.Tensor]) -> None:
+        """Called before a kernel on `tensors` is launched."""
+        for t in tensors:
+            if isinstance(t, FakeTensor):
+                work = self._by_storage.get(t.untyped_storage()._cdata)
+                if work is not None:
+                    work.wait()
+
+
+unwaited = UnwaitedResults()
+
+
+class NcclWork(dist.Work):
+    """A launched NCCL call: waiting makes the current stream (or, for a barrier, the host) wait
+    for the call's end event on its NCCL stream."""
+
+    def __init__(self, session: Session, event_id: int, device: int, stream: int, result: list[torch.Tensor],
+                 *, blocks_host: bool = False) -> None:
+        super().__init__()
+        self._session = session
+        self._event_id = event_id
+        self._device = device
+        self._stream = stream
+        self._result = result
+        self._blocks_host = blocks_host
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        session = self._session
+        unwaited.forget(self)
+        with session.lock:
+            current = (self._device, torch.cuda.current_stream(self._device).stream_id)
+            session.link.wait_event(session.stream_id(current), self._event_id)
+            if self._blocks_host:
+                session.link.sync("event", event_id=self._event_id)
+        return True
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def block_current_stream(self) -> None:
+        self.wait()
+
+    def is_completed(self) -> bool:
+        with self._session.lock:
+            self._session.host_work(self._session.host.query_ns())
+            return self._session.link.query("event", event_id=self._event_id) is not None
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self) -> None:
+        return None
+
+    def result(self) -> list[torch.Tensor]:
+        return self._result
+
+    def get_future(self) -> torch.futures.Future:
+        """A completed future holding the results. A CUDA future cannot hold fake tensors (their
+        storage is on the meta device), so the stream order its wait would give comes from
+        Note [Unwaited NCCL results] instead."""
+        future = torch.futures.Future()
+        future.set_result(self._result)
+        return future
+
+
+class _Options:
+    """Stands in for `ProcessGroupNCCL.Options` (attributes c10d and users set on it)."""
+
+    def __init__(self, is_high_priority_stream: bool = False) -> None:
+        self.is_high_priority_stream = is_high_priority_stream
+        self.global_ranks_in_group: list[int] = []
+        self.group_name = ""
+        self._timeout = timedelta(minutes=10)
+        self.split_from = None
+        self.split_color = 0
+        self.config = _NcclConfig()
+
+
+class _NcclConfig:
+    def __init__(self) -> None:
+        self.blocking = 1
+        self.cta_policy = 0
+
+
+class SimulatedNcclGroup(dist.ProcessGroup):
+    """Installed as `ProcessGroupNCCL`; see Note [Standing in for ProcessGroupNCCL]."""
+
+    Options = _Options
+    NCCL_CTA_POLICY_DEFAULT = 0
+    NCCL_CTA_POLICY_EFFICIENCY = 1
+    NCCL_CTA_POLICY_ZERO = 2
+
+    def __init__(self, store: dist.Store, rank: int, size: int, options: _Options | None = None) -> None:
+        super().__init__(rank, size)
+        if _session is None:
+            raise RuntimeError("phantora: the simulated NCCL backend is used before Phantora is installed")
+        self._store = store
+        self.options = options or _Options()
+        self.global_ranks = tuple(self.options.global_ranks_in_group or range(size))
+        self._tag = self.options.group_name
+        self._seq = 0
+        self._p2p_seq: dict[tuple[int, int], int] = {}
+        self._streams: dict[tuple[int, Any], int] = {}
+        self._coalesced: list[CollectiveRecord] | None = None
+        self._coalesced_results: list[torch.Tensor] = []
+        self._object_calls = 0
+
+    # -- identity ----------------------------------------------------------------------------
+    def getBackendName(self) -> str:
+        return "nccl"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "nccl"
+
+    @property
+    def supports_coalescing(self) -> bool:
+        return True
+
+    def _set_group_name(self, name: str) -> None:
+        super()._set_group_name(name)
+        self._tag = name
+
+    def _set_sequence_number_for_group(self) -> None:
+        pass
+
+    def _get_sequence_number_for_group(self) -> int:
+        return self._seq
+
+    def __repr__(self) -> str:
+        return f"<SimulatedNcclGroup {self._tag!r} ranks={list(self.global_ranks)}>"
+
+    # -- lifecycle: nothing to tear down -----------------------------------------------------
+    def abort(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def _shutdown(self) -> None:
+        pass
+
+    def _group_start(self) -> None:
+        pass
+
+    def _group_end(self) -> None:
+        pass
+
+    def _add_ephemeral_timeout(self, timeout: timedelta) -> None:
+        pass
+
+    def _set_default_timeout(self, timeout: timedelta) -> None:
+        self.options._timeout = timeout
+
+    def eager_connect_single_device(self, device: torch.device | None) -> None:
+        pass
+
+    def perform_nocolor_split(self, device: torch.device) -> None:
+        pass
+
+    @property
+    def uid(self) -> int:
+        return hash(self._tag) & 0xFFFF_FFFF
+
+    # -- the mechanics of one NCCL call ------------------------------------------------------
+    def _nccl_stream(self, device: int, peers: tuple[int, int] | None = None) -> int:
+        """The group's stream on `device` (or the stream of one point-to-point peer pair)."""
+        key = (device, peers)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = int(torch.cuda.Stream(device).stream_id)
+        return stream
+
+    def _launch(self, op: str, size_bytes: int, tensors: list[torch.Tensor], result: list[torch.Tensor], *,
+                root: int | None = None, peers: tuple[int, int] | None = None,
+                blocks_host: bool = False) -> NcclWork:
+        """Issue one NCCL call (or add it to the open coalesced group): stream order, record, end event."""
+        session = _session
+        device = _device_index(tensors)
+        if op != "broadcast":
+            shadows.forget(result)
+        if any(t.device.type != "cuda" for t in tensors):
+            session.warn_once("cpu-collective", f"a collective ({op}) on CPU tensors of an NCCL group is "
+                                                "timed as an NCCL call and its values are not exchanged")
+        if peers is None:
+            group, seq = self.global_ranks, self._next_seq()
+        else:
+            group, seq = peers, self._p2p_seq.get(peers, 0)
+            self._p2p_seq[peers] = seq + 1
+        with session.lock:
+            session.host_work(session.host.collective_ns())
+            if self._coalesced is not None:  # the stream is chosen when the group ends
+                self._coalesced.append(CollectiveRecord(0, session.link.host_ns, tuple(group), seq, op, size_bytes,
+                                                        root, self._tag))
+                self._coalesced_results.extend(result)
+                return NcclWork(session, 0, device, 0, result)
+            stream = self._nccl_stream(device, None if peers is None else tuple(sorted(peers)))
+            stream_id = self._follow_current_stream(device, stream)
+            link = session.link
+            link.collective(CollectiveRecord(stream_id, link.host_ns, tuple(group), seq, op, size_bytes, root,
+                                             self._tag))
+            event_id = link.new_event_id()
+            link.record_event(event_id, stream_id)
+        work = NcclWork(session, event_id, device, stream, result, blocks_host=blocks_host)
+        unwaited.add(work, result)
+        return work
+
+    def _follow_current_stream(self, device: int, stream: int) -> int:
+        """The NCCL stream waits for the caller's current stream (ProcessGroupNCCL's syncStream)."""
+        session = _session
+        stream_id = session.stream_id((device, stream))
+        current = (device, torch.cuda.current_stream(device).stream_id)
+        session.link.wait_stream(stream_id, session.stream_id(current))
+        return stream_id
+
+    def _next_seq(self) -> int:
+        seq = self._seq
+        self._seq += 1
+        return seq
+
+    def _global(self, group_rank: int) -> int:
+        return self.global_ranks[group_rank]
+
+    # -- coalescing (ncclGroupStart / ncclGroupEnd) ------------------------------------------
+    def _start_coalescing(self, device: torch.device) -> None:
+        if self._coalesced is not None:
+            raise RuntimeError("phantora: nested NCCL coalescing on one process group")
+        self._coalesced = []
+        self._coalesced_results = []
+
+    def _end_coalescing(self, device: torch.device) -> NcclWork:
+        """One NCCL group on the group's stream: ends when every part has ended."""
+        parts, results = self._coalesced or [], self._coalesced_results
+        self._coalesced, self._coalesced_results = None, []
+        session = _session
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if not parts:
+            return NcclWork(session, 0, index, 0, [])
+        with session.lock:
+            stream = self._nccl_stream(index)
+            stream_id = self._follow_current_stream(index, stream)
+            link = session.link
+            parts = tuple(replace(p, stream_id=stream_id) for p in parts)
+            link.collective(CoalescedRecord(stream_id, link.host_ns, parts))
+            event_id = link.new_event_id()
+            link.record_event(event_id, stream_id)
+        work = NcclWork(session, event_id, index, stream, results)
+        unwaited.add(work, results)
+        return work
+
+    # -- collectives -------------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        return self._launch("all_reduce", sum(map(_nbytes, tensors)), tensors, tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        self._start_coalescing(tensors[0].device)
+        for t in tensors:
+            self.allreduce([t])
+        return self._end_coalescing(tensors[0].device)
+
+    def broadcast(self, tensors, opts=None):
+        root = self._global(opts.rootRank if opts is not None else 0)
+        return self._launch("broadcast", sum(map(_nbytes, tensors)), tensors, tensors, root=root)
+
+    def reduce(self, tensors, opts=None):
+        root = self._global(opts.rootRank if opts is not None else 0)
+        return self._launch("reduce", sum(map(_nbytes, tensors)), tensors, tensors, root=root)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        outputs = [t for lst in output_lists for t in lst]
+        return self._launch("all_gather", _nbytes(inputs[0]) * self.size(), [*inputs, *outputs], outputs)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._launch("all_gather", _nbytes(output), [input, output], [output])
+
+    all_gather_single = _allgather_base
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        self._start_coalescing(inputs[0].device)
+        for outs, inp in zip(output_lists, inputs):
+            self.allgather([outs], [inp])
+        return self._end_coalescing(inputs[0].device)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        self._start_coalescing(inputs[0].device)
+        for out, inp in zip(outputs, inputs):
+            self._allgather_base(out, inp)
+        return self._end_coalescing(inputs[0].device)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        inputs = [t for lst in input_lists for t in lst]
+        return self._launch("reduce_scatter", _nbytes(outputs[0]) * self.size(), [*outputs, *inputs], outputs)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return self._launch("reduce_scatter", _nbytes(input), [output, input], [output])
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        self._start_coalescing(inputs[0].device)
+        for out, inp in zip(outputs, inputs):
+            self._reduce_scatter_base(out, inp)
+        return self._end_coalescing(inputs[0].device)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self._launch("all_to_all", _nbytes(input), [output, input], [output])
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, outputs, inputs, opts=None):
+        return self._launch("all_to_all", sum(map(_nbytes, inputs)), [*outputs, *inputs], outputs)
+
+    def gather(self, output_lists, inputs, opts=None):
+        root = self._global(opts.rootRank if opts is not None else 0)
+        outputs = [t for lst in output_lists for t in lst]
+        return self._launch("gather", _nbytes(inputs[0]) * self.size(), [*inputs, *outputs], outputs, root=root)
+
+    def scatter(self, outputs, input_lists, opts=None):
+        root = self._global(opts.rootRank if opts is not None else 0)
+        inputs = [t for lst in input_lists for t in lst]
+        return self._launch("scatter", _nbytes(outputs[0]) * self.size(), [*outputs, *inputs], outputs, root=root)
+
+    def barrier(self, opts=None):
+        marker = torch.empty(1, device=torch.device("cuda", torch.cuda.current_device()))
+        return self._launch("barrier", 4, [marker], [marker], blocks_host=True)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        return self.barrier().wait()
+
+    def send(self, tensors, dst, tag=0):
+        me = self._global(self.rank())
+        return self._launch("send", sum(map(_nbytes, tensors)), tensors, tensors, peers=(me, self._global(dst)))
+
+    def recv(self, tensors, src, tag=0):
+        me = self._global(self.rank())
+        return self._launch("recv", sum(map(_nbytes, tensors)), tensors, tensors, peers=(self._global(src), me))
+
+    def recv_anysource(self, tensors, tag=0):
+        raise NotImplementedError("phantora: recv from any source is not supported by NCCL (nor here)")
+
+    # -- real exchange of CPU objects through the store --------------------------------------
+    def exchange_objects(self, obj: Any, *, sources: list[int] | None = None) -> dict[int, Any]:
+        """Publish `obj` (if this rank is a source) and read every source's object, by group rank."""
+        call = self._object_calls
+        self._object_calls += 1
+        me = self.rank()
+        sources = list(range(self.size())) if sources is None else sources
+        key = f"phantora/objects/{call}"
+        if me in sources:
+            self._store.set(f"{key}/{me}", pickle.dumps(obj))
+        _session.link.flush()  # the others may wait on our GPU work while we wait on the store
+        return {r: pickle.loads(self._store.get(f"{key}/{r}")) for r in sources}
+
+
+def create_simulated_nccl(store: dist.Store, rank: int, size: int, options: _Options) -> SimulatedNcclGroup:
+    return SimulatedNcclGroup(store, rank, size, options)
+
+
+# --- c10d functions that need more than the backend ---------------------------------------------
+def _group(group: dist.ProcessGroup | None) -> SimulatedNcclGroup:
+    pg = group if group is not None else c10d._get_default_group()
+    if not isinstance(pg, SimulatedNcclGroup):
+        raise NotImplementedError(f"phantora: object collectives need an NCCL process group, got {pg!r}")
+    return pg
+
+
+def _charge_object_collective(pg: SimulatedNcclGroup, op: str, payload_bytes: int) -> None:
+    """The GPU side of c10d's object collectives: a size exchange, the payload, a copy back to the host."""
+    device = torch.cuda.current_device()
+    sizes = torch.empty(pg.size(), dtype=torch.int64, device=device)
+    payload = torch.empty(max(payload_bytes, 1), dtype=torch.uint8, device=device)
+    kind = "all_gather" if op == "all_gather" else "broadcast"
+    for tensor, size in ((sizes, 8 * pg.size() if kind == "all_gather" else 8), (payload, payload_bytes)):
+        work = pg._launch(kind, size, [tensor], [tensor], root=None if kind == "all_gather" else pg.global_ranks[0])
+        work.wait()
+    _session.wait_for_stream((device, torch.cuda.current_stream(device).stream_id))
+
+
+def all_gather_object(object_list: list[Any], obj: Any, group: dist.ProcessGroup | None = None) -> None:
+    pg = _group(group)
+    objects = pg.exchange_objects(obj)
+    _charge_object_collective(pg, "all_gather", pg.size() * max(len(pickle.dumps(o)) for o in objects.values()))
+    for r in range(pg.size()):
+        object_list[r] = objects[r]
+
+
+def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
+                  group: dist.ProcessGroup | None = None, group_dst: int | None = None) -> None:
+    pg = _group(group)
+    root = group_dst if group_dst is not None else (c10d.get_group_rank(pg, dst) if dst is not None else 0)
+    objects = pg.exchange_objects(obj)
+    _charge_object_collective(pg, "all_gather", pg.size() * max(len(pickle.dumps(o)) for o in objects.values()))
+    if pg.rank() == root and object_gather_list is not None:
+        for r in range(pg.size()):
+            object_gather_list[r] = objects[r]
+
+
+def broadcast_object_list(object_list: list[Any], src: int | None = None, group: dist.ProcessGroup | None = None,
+                          device: torch.device | None = None, group_src: int | None = None) -> None:
+    pg = _group(group)
+    root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
+    sent = pg.exchange_objects(list(object_list), sources=[root])[root]
+    _charge_object_collective(pg, "broadcast", len(pickle.dumps(sent)))
+    object_list[:] = sent
+
+
+def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_input_list: list[Any] | None = None,
+                        src: int | None = None, group: dist.ProcessGroup | None = None,
+                        group_src: int | None = None) -> None:
+    pg = _group(group)
+    root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
+    sent = pg.exchange_objects(list(scatter_object_input_list or []), sources=[root])[root]
+    _charge_object_collective(pg, "broadcast", max(len(pickle.dumps(o)) for o in sent) if sent else 0)
+    scatter_object_output_list[0] = sent[pg.rank()]
+
+
+def verify_param_shapes_across_processes(process_group: dist.ProcessGroup, tensors: list[torch.Tensor],
+                                         logger: Any = None) -> None:
+    """DDP's check that every rank has the same parameters, done for real on shapes (its C++ version
+    reads the all-gathered metadata back from GPU memory, which holds no values here)."""
+    pg = _group(process_group)
+    mine = [(tuple(t.shape), str(t.dtype)) for t in tensors]
+    theirs = pg.exchange_objects(mine)
+    for r, shapes in sorted(theirs.items()):
+        if shapes != mine:
+            raise RuntimeError(f"DDP expects the same parameters on every rank: rank {pg.rank()} has {len(mine)} "
+                               f"parameters, rank {r} has {len(shapes)} (or their shapes or dtypes differ)")
+    _charge_object_collective(pg, "all_gather", pg.size() * 8 * (1 + sum(len(s) for s, _ in mine)))
+
+
+def batch_isend_irecv(p2p_op_list: list[dist.P2POp]) -> list[dist.Work]:
+    """As c10d's, but NCCL-style coalescing also for this Python process group."""
+    c10d._check_p2p_op_list(p2p_op_list)
+    group = p2p_op_list[0].group or c10d._get_default_group()
+    device = p2p_op_list[0].tensor.device
+    if not isinstance(group, SimulatedNcclGroup):
+        return _original["batch_isend_irecv"](p2p_op_list)
+    group._start_coalescing(device)
+    for op in p2p_op_list:
+        peer = {"group_dst" if op.op is dist.isend else "group_src": op.group_peer}
+        op.op(op.tensor, group=op.group, tag=op.tag, **peer)
+    return [group._end_coalescing(device)]
+
+
+class _DdpLogger(dist.Logger):
+    """DDP's logger, minus the runtime statistics: they read CUDA timers that a CPU build of PyTorch
+    lacks (an internal assert in logger.cpp), and they only feed DDP's usage logging."""
+
+    def set_runtime_stats_and_log(self) -> None:
+        pass
+
+
+_original: dict[str, Any] = {}
+
+_OBJECT_COLLECTIVES = {
+    "all_gather_object": all_gather_object,
+    "gather_object": gather_object,
+    "broadcast_object_list": broadcast_object_list,
+    "scatter_object_list": scatter_object_list,
+    "batch_isend_irecv": batch_isend_irecv,
+}
+
+
+def install(session: Session, recorder: KernelRecorder) -> None:
+    """Make "nccl" process groups simulated ones; see Note [Standing in for ProcessGroupNCCL]."""
+    global _session
+    _session = session
+    recorder.unwaited = unwaited
+    recorder.memory.new_storage_listeners.append(unwaited.drop)
+    c10d.ProcessGroupNCCL = SimulatedNcclGroup
+    c10d._NCCL_AVAILABLE = True
+    dist.ProcessGroupNCCL = SimulatedNcclGroup
+    for name, fn in _OBJECT_COLLECTIVES.items():
+        _original[name] = getattr(c10d, name)
+        setattr(c10d, name, fn)
+        setattr(dist, name, fn)
+    import torch.distributed.utils as dist_utils
+    import torch.nn.parallel.distributed as ddp
+    dist_utils._verify_param_shape_across_processes = verify_param_shapes_across_processes
+    ddp._verify_param_shape_across_processes = verify_param_shapes_across_processes
+    dist.Logger = _DdpLogger

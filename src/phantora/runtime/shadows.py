@@ -1,0 +1,62 @@
+"""Real values of small host data copied to the GPU, kept until the GPU overwrites them.
+
+Note: [Shadow values]
+Programs sometimes send small host data through the GPU and read it back: DDP's reducer moves
+its bucket order to the GPU, broadcasts it and copies it back; DTensor's RNG code calls `.tolist()`
+on an index tensor it built on the host. A placeholder there (Note [Placeholder values]) would
+corrupt the program's own bookkeeping. So a host-to-device copy of at most `MAX_SHADOW_BYTES`
+keeps a real copy (a *shadow*) of what it wrote, keyed by the fake storage; reading that exact view
+back returns the shadow instead of a placeholder. Any kernel that writes the storage drops the
+shadow, as does any collective except a broadcast (every rank's program puts the same values
+there, which is what a broadcast makes true on a real cluster).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+MAX_SHADOW_BYTES = 1 << 16
+
+
+def _view(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
+
+
+class Shadows:
+    """Fake storage -> (the view written, its real host values)."""
+
+    def __init__(self) -> None:
+        self._by_storage: dict[int, tuple[tuple, torch.Tensor]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_storage)
+
+    def remember(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """`dst` (fake, on the GPU) now holds `src`'s values (a real host tensor)."""
+        key = dst.untyped_storage()._cdata
+        if src.numel() * dst.element_size() > MAX_SHADOW_BYTES or src.is_meta or isinstance(src, FakeTensor):
+            self._by_storage.pop(key, None)
+            return
+        with torch._C._DisableTorchDispatch():
+            values = src.detach().to(dtype=dst.dtype).expand(dst.shape).clone()
+        self._by_storage[key] = (_view(dst), values)
+
+    def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
+        """The real values of fake `t`, if it is exactly a view written from the host and unchanged since."""
+        entry = self._by_storage.get(t.untyped_storage()._cdata)
+        if entry is None or entry[0] != _view(t):
+            return None
+        return entry[1]
+
+    def drop(self, storage_key: int) -> None:
+        self._by_storage.pop(storage_key, None)
+
+    def forget(self, tensors: list[torch.Tensor]) -> None:
+        """The GPU wrote these tensors' storages."""
+        for t in tensors:
+            if isinstance(t, FakeTensor):
+                self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+
+shadows = Shadows()
