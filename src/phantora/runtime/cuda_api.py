@@ -287,6 +287,46 @@ def _install_native_events(api: CudaApi) -> list:
     return native.set_event_callbacks(api.shim, record, block, event_done, stream_done, elapsed)
 
 
+class PhiloxGenerator(torch.Generator):
+    """A CUDA default generator: its state is CUDA's Philox (seed, offset) as 16 bytes, which code
+    such as DTensor's RNG tracker reads and edits. No random values are drawn on a simulated GPU, so
+    the state is only kept, not advanced."""
+
+    def __init__(self, device: int) -> None:
+        super().__init__()
+        self._seed = 67280421310721  # CUDA's default seed
+        self._offset = 0
+        self.device_index = device
+
+    def get_state(self) -> torch.Tensor:
+        with torch._C._DisableTorchDispatch():
+            return torch.tensor([self._seed, self._offset], dtype=torch.int64).view(torch.uint8)
+
+    def set_state(self, state: torch.Tensor) -> "PhiloxGenerator":
+        with torch._C._DisableTorchDispatch():
+            seed, offset = state.detach().cpu().contiguous().view(torch.int64).tolist()
+        self._seed, self._offset = seed, offset
+        return self
+
+    def manual_seed(self, seed: int) -> "PhiloxGenerator":
+        self._seed, self._offset = int(seed) & 0xFFFF_FFFF_FFFF_FFFF, 0
+        return self
+
+    def seed(self) -> int:
+        self._seed = int.from_bytes(__import__("os").urandom(8), "little") >> 1
+        return self._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_offset(self) -> int:
+        return self._offset
+
+    def set_offset(self, offset: int) -> "PhiloxGenerator":
+        self._offset = offset
+        return self
+
+
 class _Cudart:
     """The parts of `torch.cuda.cudart()` scripts call."""
 
@@ -365,7 +405,7 @@ def install(api: CudaApi) -> None:
         "_maybe_exchange_device": api.exchange_device,
         "_CudaDeviceProperties": DeviceProperties,
         "_cudart": _Cudart(api),
-        "default_generators": tuple(torch.Generator() for _ in range(api.count)),
+        "default_generators": tuple(PhiloxGenerator(i) for i in range(api.count)),
         "Stream": Stream,
         "Event": Event,
         "device_count": lambda: api.count,

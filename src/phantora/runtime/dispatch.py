@@ -10,6 +10,14 @@ handlers here. `RecordingFakeMode.dispatch` is the one place kernels are recorde
 reached by ops on fake tensors that never passed through `HybridMode` (threads the mode was not
 pushed on), and it counts only the outermost op, because decompositions it runs internally are
 not separate kernels on a GPU.
+
+Note: [Ops from tensor subclasses]
+A tensor subclass with its own dispatch (DTensor) must unwrap before its op can be routed, so
+`HybridMode` defers to it (NotImplemented). PyTorch then runs the subclass with the mode stack
+popped, and the subclass's ops on its local fake tensors reach the fake tensors' own mode
+directly, skipping `HybridMode`. `RecordingFakeMode.dispatch` therefore sends any op that did
+not come through `HybridMode` back to it, so handlers (copies, reads, functional collectives)
+apply to DTensor's local work as to any other.
 """
 
 from __future__ import annotations
@@ -152,9 +160,10 @@ class KernelRecorder:
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
-        if self.unwaited or (shadows and func._schema.is_mutable):
+        if self.unwaited or shadows:
             inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            self.before_kernel(inputs, written=inputs if func._schema.is_mutable else ())
+            propagated = bool(shadows) and shadows.propagate(func, args, kwargs, out)
+            self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
 
     def before_kernel(self, inputs: list[torch.Tensor], written: Any = ()) -> None:
@@ -190,11 +199,16 @@ class RecordingFakeMode(FakeTensorMode):
         super().__init__(allow_non_fake_inputs=True)
         self.recorder = recorder
         self._depth = threading.local()
+        self.hybrid: HybridMode | None = None
+        self.routed = threading.local()
+        """`value` is True while HybridMode is routing an op on this thread."""
 
     def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
         kwargs = kwargs or {}
         if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
             return super().dispatch(func, types, args, kwargs)
+        if self.hybrid is not None and not getattr(self.routed, "value", False):
+            return self.hybrid.__torch_dispatch__(func, types, args, kwargs)  # Note [Ops from tensor subclasses]
         self._depth.value = 1
         try:
             out = super().dispatch(func, types, args, kwargs)
@@ -216,6 +230,19 @@ def _wants_cuda(kwargs: dict, flat_args: list) -> bool:
     return any(isinstance(a, torch.device) and a.type == "cuda" for a in flat_args)
 
 
+_own_dispatch: dict[type, bool] = {}
+
+
+def _has_own_dispatch(cls: type) -> bool:
+    """A tensor subclass with its own `__torch_dispatch__` (DTensor, ...), other than fake tensors."""
+    known = _own_dispatch.get(cls)
+    if known is None:
+        known = (issubclass(cls, torch.Tensor) and not issubclass(cls, FakeTensor)
+                 and cls.__torch_dispatch__ is not torch._C._disabled_torch_dispatch_impl)
+        _own_dispatch[cls] = known
+    return known
+
+
 Handler = Callable[["HybridMode", Any, tuple, dict], Any]
 
 
@@ -227,15 +254,25 @@ class HybridMode(TorchDispatchMode):
     def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
         super().__init__()
         self.fake_mode = fake_mode
+        fake_mode.hybrid = self
         self.recorder = fake_mode.recorder
         self.session = fake_mode.recorder.session
         self._handlers = handlers
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        local = self.fake_mode.routed
+        outer, local.value = getattr(local, "value", False), True
+        try:
+            return self._route(func, types, args, kwargs or {})
+        finally:
+            local.value = outer
+
+    def _route(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH:
             return func(*args, **kwargs)
         flat, _ = tree_flatten((args, kwargs))
+        if any(_has_own_dispatch(type(a)) for a in flat):
+            return NotImplemented  # Note [Ops from tensor subclasses]
         has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):
             if any(isinstance(a, torch.Tensor) for a in flat):

@@ -203,6 +203,10 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         super()._set_group_name(name)
         self._tag = name
 
+    @property
+    def group_name(self) -> str:  # type: ignore[override]
+        return self._tag
+
     def _set_sequence_number_for_group(self) -> None:
         pass
 
@@ -565,3 +569,15 @@ def install(session: Session, recorder: KernelRecorder) -> None:
     dist_utils._verify_param_shape_across_processes = verify_param_shapes_across_processes
     ddp._verify_param_shape_across_processes = verify_param_shapes_across_processes
     dist.Logger = _DdpLogger
+    _skip_dtensor_rng_state_sync()
+
+
+def _skip_dtensor_rng_state_sync() -> None:
+    """DTensor keeps every rank's CUDA Philox offsets in step for random ops on sharded tensors,
+    syncing state through the GPU. A simulated GPU draws no random values, so DTensor is told its
+    mesh has no RNG support and runs random ops locally (the same kernels, without the offset
+    bookkeeping around them)."""
+    from torch.distributed.tensor import _dispatch, _random
+
+    _random.is_rng_supported_mesh = lambda device_mesh: False
+    _dispatch.is_rng_supported_mesh = _random.is_rng_supported_mesh

@@ -187,5 +187,7 @@ class EngineLink:
             if self.lock.acquire(blocking=False):
                 try:
                     self.flush()
+                except (OSError, RuntimeError):
+                    return  # the coordinator is gone or stopped the run; the main thread reports it
                 finally:
                     self.lock.release()

@@ -68,6 +68,11 @@ def local_scalar_dense(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any
     return placeholder_scalar(t)
 
 
+def is_nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """`bool(t)` on a one-element GPU tensor: a read to the host, like `.item()`."""
+    return bool(local_scalar_dense(mode, func, args, kwargs))
+
+
 def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     src = args[0]
     target = kwargs.get("device")
@@ -171,6 +176,7 @@ def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
 
 HANDLERS = {
     aten._local_scalar_dense.default: local_scalar_dense,
+    aten.is_nonzero.default: is_nonzero,
     aten._to_copy.default: to_copy,
     aten.copy_.default: copy_,
     aten.all.default: mark_all_true,

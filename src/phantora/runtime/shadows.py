@@ -6,15 +6,18 @@ its bucket order to the GPU, broadcasts it and copies it back; DTensor's RNG cod
 on an index tensor it built on the host. A placeholder there (Note [Placeholder values]) would
 corrupt the program's own bookkeeping. So a host-to-device copy of at most `MAX_SHADOW_BYTES`
 keeps a real copy (a *shadow*) of what it wrote, keyed by the fake storage; reading that exact view
-back returns the shadow instead of a placeholder. Any kernel that writes the storage drops the
-shadow, as does any collective except a broadcast (every rank's program puts the same values
-there, which is what a broadcast makes true on a real cluster).
+back returns the shadow instead of a placeholder. An op whose tensor inputs all have shadows runs
+for real on them too, and its results get shadows (`my_state == rng_state` in DTensor's RNG
+setup). Any other kernel that writes the storage drops the shadow, as does any collective except
+a broadcast (every rank's program puts the same values there, which is what a broadcast makes
+true on a real cluster).
 """
 
 from __future__ import annotations
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 MAX_SHADOW_BYTES = 1 << 16
 
@@ -48,6 +51,37 @@ class Shadows:
         if entry is None or entry[0] != _view(t):
             return None
         return entry[1]
+
+    def set(self, t: torch.Tensor, values: torch.Tensor) -> None:
+        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values)
+
+    def propagate(self, func, args: tuple, kwargs: dict, out) -> bool:
+        """Run `func` for real if every fake tensor input has a shadow; shadow its results. Returns
+        whether it did (then the op's written inputs keep valid shadows)."""
+        flat, spec = tree_flatten((args, kwargs))
+        real = []
+        for a in flat:
+            if isinstance(a, FakeTensor):
+                values = self.lookup(a)
+                if values is None:
+                    return False
+                real.append(values)
+            elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
+                return False
+            elif isinstance(a, torch.device) and a.type != "cpu":
+                return False
+            else:
+                real.append(a)
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_SHADOW_BYTES
+                           for o in outs):
+            return False
+        r_args, r_kwargs = tree_unflatten(real, spec)
+        with torch._C._DisableTorchDispatch():
+            result = func(*r_args, **r_kwargs)
+        for o, r in zip(outs, [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]):
+            self.set(o, r)
+        return True
 
     def drop(self, storage_key: int) -> None:
         self._by_storage.pop(storage_key, None)
