@@ -36,6 +36,9 @@ from phantora.runtime.dispatch import KernelRecorder
 from phantora.runtime.session import Session
 from phantora.runtime.shadows import shadows
 
+NCCL_VERSION = (2, 28, 9)
+"""What `torch.cuda.nccl.version()` reports: the NCCL of the H200 machines Phantora is calibrated on."""
+
 _session: Session | None = None
 """Set by `install`; the backend is created by c10d, which cannot pass it along."""
 
@@ -186,6 +189,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         self._coalesced: list[CollectiveRecord] | None = None
         self._coalesced_results: list[torch.Tensor] = []
         self._object_calls = 0
+        self._p2p_objects: dict[tuple[int, int], int] = {}
 
     # -- identity ----------------------------------------------------------------------------
     def getBackendName(self) -> str:
@@ -269,22 +273,21 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             session.warn_once("cpu-collective", f"a collective ({op}) on CPU tensors of an NCCL group is "
                                                 "timed as an NCCL call and its values are not exchanged")
         if peers is None:
-            group, seq = self.global_ranks, self._next_seq()
-        else:
-            group, seq = peers, self._p2p_seq.get(peers, 0)
+            group, seq, tag = self.global_ranks, self._next_seq(), self._tag
+        else:  # own tag: a (src, dst) pair could equal a two-rank group's member list
+            group, seq, tag = peers, self._p2p_seq.get(peers, 0), self._tag + ":p2p"
             self._p2p_seq[peers] = seq + 1
         with session.lock:
             session.host_work(session.host.collective_ns())
             if self._coalesced is not None:  # the stream is chosen when the group ends
                 self._coalesced.append(CollectiveRecord(0, session.link.host_ns, tuple(group), seq, op, size_bytes,
-                                                        root, self._tag))
+                                                        root, tag))
                 self._coalesced_results.extend(result)
                 return NcclWork(session, 0, device, 0, result)
             stream = self._nccl_stream(device, None if peers is None else tuple(sorted(peers)))
             stream_id = self._follow_current_stream(device, stream)
             link = session.link
-            link.collective(CollectiveRecord(stream_id, link.host_ns, tuple(group), seq, op, size_bytes, root,
-                                             self._tag))
+            link.collective(CollectiveRecord(stream_id, link.host_ns, tuple(group), seq, op, size_bytes, root, tag))
             event_id = link.new_event_id()
             link.record_event(event_id, stream_id)
         work = NcclWork(session, event_id, device, stream, result, blocks_host=blocks_host)
@@ -429,6 +432,24 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         raise NotImplementedError("phantora: recv from any source is not supported by NCCL (nor here)")
 
     # -- real exchange of CPU objects through the store --------------------------------------
+    def send_objects(self, obj: Any, peer: int) -> int:
+        """Publish `obj` for group rank `peer`'s next `recv_objects` from us; returns its pickled size."""
+        me = self.rank()
+        n = self._p2p_objects.get((me, peer), 0)
+        self._p2p_objects[(me, peer)] = n + 1
+        data = pickle.dumps(obj)
+        self._store.set(f"phantora/p2p-objects/{me}-{peer}/{n}", data)
+        return len(data)
+
+    def recv_objects(self, peer: int) -> tuple[Any, int]:
+        """The next object group rank `peer` sent us, and its pickled size."""
+        me = self.rank()
+        n = self._p2p_objects.get((peer, me), 0)
+        self._p2p_objects[(peer, me)] = n + 1
+        _session.link.flush()
+        data = self._store.get(f"phantora/p2p-objects/{peer}-{me}/{n}")
+        return pickle.loads(data), len(data)
+
     def exchange_objects(self, obj: Any, *, sources: list[int] | None = None) -> dict[int, Any]:
         """Publish `obj` (if this rank is a source) and read every source's object, by group rank."""
         call = self._object_calls
@@ -504,6 +525,35 @@ def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_in
     scatter_object_output_list[0] = sent[pg.rank()]
 
 
+def send_object_list(object_list: list[Any], dst: int | None = None, group: dist.ProcessGroup | None = None,
+                     device: torch.device | None = None, group_dst: int | None = None, use_batch: bool = False) -> None:
+    pg = _group(group)
+    peer = group_dst if group_dst is not None else c10d.get_group_rank(pg, dst)
+    size = pg.send_objects(list(object_list), peer)
+    _charge_object_p2p(pg, peer, size, send=True)
+
+
+def recv_object_list(object_list: list[Any], src: int | None = None, group: dist.ProcessGroup | None = None,
+                     device: torch.device | None = None, group_src: int | None = None,
+                     use_batch: bool = False) -> int:
+    pg = _group(group)
+    peer = group_src if group_src is not None else c10d.get_group_rank(pg, src)
+    received, size = pg.recv_objects(peer)
+    _charge_object_p2p(pg, peer, size, send=False)
+    object_list[:len(received)] = received
+    return pg.global_ranks[peer]
+
+
+def _charge_object_p2p(pg: SimulatedNcclGroup, peer: int, payload_bytes: int, *, send: bool) -> None:
+    """The GPU side of `send_object_list`/`recv_object_list`: the sizes, then the payload."""
+    device = torch.cuda.current_device()
+    method = pg.send if send else pg.recv
+    for size in (8, payload_bytes):
+        tensor = torch.empty(max(size, 1), dtype=torch.uint8, device=device)
+        method([tensor], peer).wait()
+    _session.wait_for_stream((device, torch.cuda.current_stream(device).stream_id))
+
+
 def verify_param_shapes_across_processes(process_group: dist.ProcessGroup, tensors: list[torch.Tensor],
                                          logger: Any = None) -> None:
     """DDP's check that every rank has the same parameters, done for real on shapes (its C++ version
@@ -547,6 +597,8 @@ _OBJECT_COLLECTIVES = {
     "gather_object": gather_object,
     "broadcast_object_list": broadcast_object_list,
     "scatter_object_list": scatter_object_list,
+    "send_object_list": send_object_list,
+    "recv_object_list": recv_object_list,
     "batch_isend_irecv": batch_isend_irecv,
 }
 
@@ -557,6 +609,8 @@ def install(session: Session, recorder: KernelRecorder) -> None:
     _session = session
     recorder.unwaited = unwaited
     recorder.memory.new_storage_listeners.append(unwaited.drop)
+    torch._C._nccl_version = lambda: NCCL_VERSION[0] << 32 | NCCL_VERSION[1] << 16 | NCCL_VERSION[2]
+    torch._C._nccl_version_suffix = lambda: b""
     c10d.ProcessGroupNCCL = SimulatedNcclGroup
     c10d._NCCL_AVAILABLE = True
     dist.ProcessGroupNCCL = SimulatedNcclGroup
