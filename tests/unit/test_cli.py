@@ -32,10 +32,23 @@ def test_unknown_gpu_is_one_line_error(capsys):
     assert len(err) == 1 and "unknown GPU 'z9000'" in err[0] and "h200" in err[0]
 
 
-def test_config_from_args():
-    args = build_parser().parse_args(["run", "--gpu", "H200", "--strict", "--out", "o", "--", "t.py"])
-    config = config_from_args(args)
-    assert config.gpu == "h200" and config.strict and config.out_dir == "o"
-    bad = build_parser().parse_args(["run", "--gpu", "h200", "--devices", "0", "t.py"])
+def test_config_from_args(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    args = build_parser().parse_args(["run", "--gpu", "H200", "--strict", "--out", "o", "--", str(script)])
+    config, notes = config_from_args(args)
+    rank = config.rank_config
+    assert rank.gpu == "h200" and rank.strict and rank.out_dir == "o" and notes == []
+    assert config.world_size == 1 and config.torchrun is None and config.output.prefix_template is None
+    bad = build_parser().parse_args(["run", "--gpu", "h200", "--devices", "0", str(script)])
     with pytest.raises(CliError, match="devices"):
         config_from_args(bad)
+
+
+def test_run_takes_a_cluster_file(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    cluster = tmp_path / "c.toml"
+    cluster.write_text('gpu = "a100"\nnodes = 1\n')
+    config, _ = config_from_args(build_parser().parse_args(["run", "--cluster", str(cluster), str(script)]))
+    assert config.rank_config.gpu == "a100" and config.cluster.gpus_per_node == 8

@@ -1,17 +1,57 @@
-"""Start rank processes, pass their output through, and report when they end."""
+"""Run a simulated job: the coordinator server in this process, one rank process per simulated GPU.
+
+    result = launch(config)        # LaunchConfig from cli/main.py (phantora run / phantora torchrun)
+
+The steps (`_Launcher.run`): start the coordinator server; spawn every rank process with its
+environment (torchrun's variables for `phantora torchrun`, and PHANTORA_RUN_CONFIG naming the
+server); supervise (`_supervise`): pass their output through, reap exits, watch the server, print
+progress; on the first failure or a signal stop every rank (`_stop_ranks`: the signal, a grace
+period, SIGKILL); then write the reports from the coordinator's state and the ranks' result files,
+whatever state the run ended in (partial results are results).
+
+Note: [Which failure is the root cause]
+A crashing rank shows up twice: its process exits non-zero, and the server sees its connection
+close before RankFinished ("disconnected"). The server then tells every other rank, which raise
+and exit non-zero too, possibly before the culprit's own exit is reaped. A coordinator error
+(mismatched collectives, a deadlock) likewise makes every rank exit non-zero. The server records
+its failure before it tells any rank, so, reading the server's failure *after* reaping exits:
+- a coordinator-side failure is the root cause;
+- a disconnect names the culprit, whatever else exited meanwhile; its process gets
+  `_DISCONNECT_GRACE_S` to exit, so its exit code and traceback are in the report;
+- with no server failure, the first rank seen exiting non-zero is the culprit (nobody was told
+  anything yet, so it failed on its own).
+"""
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TextIO
 
+from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
+from phantora.cli.output import OutputConfig, OutputPump
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
-from phantora.reports.summary import build_summary, print_summary, write_summary
+from phantora.engine.coordinator import Coordinator
+from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
+from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
+from phantora.specs import get_gpu_spec
+from phantora.transport.client import TOKEN_ENV_VAR
+from phantora.transport.server import CoordinatorServer
+
+DEFAULT_RANK_ENTRY: tuple[str, ...] = (sys.executable, "-m", "phantora.runtime.bootstrap")
+"""The rank process: the runtime's bootstrap, followed by the program's argv."""
+_DISCONNECT_GRACE_S = 2.0
+_DRAIN_TIMEOUT_S = 2.0
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+"""torchrun's default --signals-to-handle."""
 
 
 class LaunchError(Exception):
@@ -30,41 +70,410 @@ class ProgramSpec:
         head = ["-m", self.module] if self.module else [self.script]
         return [*head, *self.args]
 
+    @property
+    def name(self) -> str:
+        """What torchrun's failure report calls it: the script's file name or the module."""
+        return self.module or Path(self.script or "program").name
 
-def _prepare_native_shim() -> None:
-    from phantora.runtime.native import NativeBuildError, build_shim
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchrunEnv:
+    """What torchrun tells its workers beyond their ranks (torch/distributed/elastic/agent/server/
+    local_elastic_agent.py, `_start_workers`)."""
+
+    run_id: str = "none"
+    role: str = "default"
+    max_restarts: int = 0
+    master_port: int | None = None
+    """Port of rank 0's TCPStore (MASTER_PORT); None: a free port. MASTER_ADDR is always 127.0.0.1:
+    every simulated node runs on this machine."""
+    virtual_local_rank: bool = False
+    """LOCAL_RANK=0 for every worker, each seeing one GPU (torchrun --virtual-local-rank)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchConfig:
+    """One simulated job: the program, the cluster, and how to run and watch its ranks."""
+
+    program: ProgramSpec
+    rank_config: RankConfig
+    """Settings every rank shares; `rank`, `world_size` and `coordinator` are filled in per rank."""
+    cluster: ClusterNetworkConfig
+    nnodes: int = 1
+    nproc_per_node: int = 1
+    torchrun: TorchrunEnv | None = None
+    """torchrun's worker variables (RANK, WORLD_SIZE, MASTER_PORT, ...); None for `phantora run`."""
+    output: OutputConfig = OutputConfig(prefix_template=None)
+    shutdown_grace_s: float = 30.0
+    """After the first failure or a signal: how long ranks get to exit before SIGKILL (torchrun's default)."""
+    monitor_interval_s: float = 0.1
+    progress: bool = False
+    """Print a status line on stderr every `progress_interval_s` of wall time."""
+    progress_interval_s: float = 5.0
+    rank_entry: tuple[str, ...] = DEFAULT_RANK_ENTRY
+    """The command a rank process runs, followed by the program's argv (tests use a stand-in rank)."""
+    launch_latency_ns: int = 0
+    """The coordinator's launch latency; 0 because the host model already charges launches."""
+
+    def __post_init__(self) -> None:
+        if self.nnodes < 1 or self.nproc_per_node < 1:
+            raise ValueError(f"need at least one node and one process per node, got --nnodes {self.nnodes} "
+                             f"--nproc-per-node {self.nproc_per_node}")
+        c = self.cluster
+        if self.nproc_per_node > c.gpus_per_node:
+            raise ValueError(f"--nproc-per-node {self.nproc_per_node} exceeds the cluster's {c.gpus_per_node} "
+                             "GPUs per node")
+        if self.nnodes > c.nodes:
+            raise ValueError(f"--nnodes {self.nnodes} exceeds the cluster's {c.nodes} nodes")
+        if self.nnodes > 1 and self.nproc_per_node != c.gpus_per_node:
+            # rank r is GPU r of the network model (node r // gpus_per_node): partly used nodes would put
+            # ranks on the wrong node
+            raise ValueError(f"with several nodes, --nproc-per-node ({self.nproc_per_node}) must equal the "
+                             f"cluster's GPUs per node ({c.gpus_per_node})")
+        if self.shutdown_grace_s < 0 or self.monitor_interval_s <= 0 or self.progress_interval_s <= 0:
+            raise ValueError("shutdown grace, monitor and progress intervals must be positive")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.rank_config.out_dir)
+
+
+@dataclass(slots=True)
+class _Rank:
+    rank: int
+    local_rank: int
+    proc: subprocess.Popen
+    exit_code: int | None = None
+    exited_at: float = 0.0
+    """time.time() when reaped (for the report)."""
+    reaped_s: float = 0.0
+    """time.monotonic() when reaped (to order against the server's failure)."""
+    usage: ProcessUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Culprit:
+    """The rank at the root of a failure; its exit code is known only after the teardown."""
+
+    rank: _Rank
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How supervision ended: success, a root cause (Note [Which failure is the root cause]), or a signal."""
+
+    signal: int | None = None
+    root: _Culprit | CoordinatorFault | None = None
+    cutoff_s: float = 0.0
+    """Monotonic time of the first failure: ranks that failed after it were told to stop (or stopped)."""
+
+
+# --- signals ---------------------------------------------------------------------------------------
+class _SignalCatcher:
+    """Turns SIGINT/SIGTERM/SIGHUP/SIGQUIT into flags the supervision loop reads (main thread only)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.again = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_SignalCatcher":
+        if threading.current_thread() is threading.main_thread():
+            for sig in _HANDLED_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        else:
+            self.again = True
+
+
+# --- the launcher ----------------------------------------------------------------------------------
+class _Launcher:
+    def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
+        self.config = config
+        self.world_size = config.world_size
+        network = NetworkSimulator(Topology(config.cluster))
+        self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns)
+        self.server = CoordinatorServer(self.coordinator, self.world_size)
+        role = config.torchrun.role if config.torchrun else "default"
+        self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
+        self.ranks: list[_Rank] = []
+        self.exit_order: list[_Rank] = []
+        self.signals = _SignalCatcher()
+        self.master_port = (config.torchrun.master_port or _free_port()) if config.torchrun else 0
+        self._disconnect_deadline: float | None = None
+        self._next_progress = 0.0
+        self._progress_records = 0
+        self._progress_at = 0.0
+
+    def run(self) -> int:
+        cfg = self.config
+        _clear_stale_outputs(cfg.out_dir, self.world_size)
+        started = time.monotonic()
+        with self.signals:
+            self.server.start()
+            try:
+                self._spawn_all()
+                outcome = self._supervise()
+            except BaseException:
+                self._stop_ranks(signal.SIGKILL)
+                raise
+            finally:
+                if any(r.exit_code is None for r in self.ranks):
+                    self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
+                self.pump.drain(_DRAIN_TIMEOUT_S)
+                self.server.close()
+        wall_s = time.monotonic() - started
+        return self._finish(outcome, wall_s)
+
+    # --- spawning ---------------------------------------------------------------------------------
+    def _spawn_all(self) -> None:
+        cfg = self.config
+        argv = [*cfg.rank_entry, *cfg.program.argv()]
+        for rank in range(self.world_size):
+            local_rank = rank % cfg.nproc_per_node
+            try:
+                proc = subprocess.Popen(argv, env=self._rank_env(rank, local_rank), process_group=0,
+                                        stdin=subprocess.DEVNULL if cfg.output.captures else None,
+                                        **self.pump.popen_streams())
+            except OSError as error:
+                raise LaunchError(f"cannot start rank {rank} ({argv[0]}): {error}") from None
+            self.ranks.append(_Rank(rank, local_rank, proc))
+            self.pump.attach(rank, local_rank, proc)
+
+    def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
+        cfg = self.config
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # torchrun runs `python -u`: lines arrive as printed
+        rank_config = replace(cfg.rank_config, rank=rank, world_size=self.world_size, coordinator=self.server.address)
+        env[CONFIG_ENV_VAR] = rank_config.to_env()
+        env[TOKEN_ENV_VAR] = self.server.token
+        if cfg.torchrun is not None:
+            env.update(self._torchrun_env(rank, local_rank))
+        return env
+
+    def _torchrun_env(self, rank: int, local_rank: int) -> dict[str, str]:
+        """The variables torchrun sets for a worker (local_elastic_agent.py `_start_workers`)."""
+        cfg, tr = self.config, self.config.torchrun
+        env = {
+            "RANK": str(rank),
+            "LOCAL_RANK": "0" if tr.virtual_local_rank else str(local_rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(cfg.nproc_per_node),
+            "GROUP_RANK": str(rank // cfg.nproc_per_node),
+            "GROUP_WORLD_SIZE": str(cfg.nnodes),
+            "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(self.world_size),
+            "ROLE_NAME": tr.role,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(self.master_port),
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": str(tr.max_restarts),
+            "TORCHELASTIC_RUN_ID": tr.run_id,
+            # rank 0's init_process_group hosts the TCPStore, as with torchrun's static rendezvous
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+            "TORCHELASTIC_ERROR_FILE": str(cfg.out_dir / f"rank{rank}" / "error.json"),
+        }
+        if "OMP_NUM_THREADS" not in os.environ and cfg.nproc_per_node > 1:
+            env["OMP_NUM_THREADS"] = "1"  # torchrun's default, so N ranks do not oversubscribe the cores
+        return env
+
+    # --- supervision ------------------------------------------------------------------------------
+    def _supervise(self) -> _Outcome:
+        cfg = self.config
+        self._next_progress = time.monotonic() + cfg.progress_interval_s
+        while True:
+            self.pump.poll(cfg.monitor_interval_s)
+            self._reap()
+            if self.signals.received is not None:
+                return _Outcome(signal=self.signals.received)
+            root = self._detect_fault()
+            if root is not None:
+                failure = self.server.failure
+                return _Outcome(root=root, cutoff_s=failure.at_s if failure else time.monotonic())
+            if all(r.exit_code is not None for r in self.ranks) and self.server.stopped:
+                if self.server.finished:
+                    return _Outcome()
+                return _Outcome(root=CoordinatorFault("the coordinator stopped before every rank finished",
+                                                      time.time()))
+            if cfg.progress:
+                self._maybe_progress()
+
+    def _reap(self) -> None:
+        for r in self.ranks:
+            if r.exit_code is None and _reap(r):
+                self.exit_order.append(r)
+                self.server.rank_exited(r.rank)
+
+    def _detect_fault(self) -> _Culprit | CoordinatorFault | None:
+        """The root cause, once there is a failure to stop for (Note [Which failure is the root cause])."""
+        failure = self.server.failure  # read after reaping: see the Note
+        if failure is None:
+            failed = next((r for r in self.exit_order if r.exit_code != 0), None)
+            return None if failed is None else _Culprit(failed)
+        if failure.kind != "disconnect" or failure.rank is None:
+            return CoordinatorFault(failure.message, time.time() - (time.monotonic() - failure.at_s))
+        culprit = self.ranks[failure.rank]
+        if culprit.exit_code is None:
+            if self._disconnect_deadline is None:
+                self._disconnect_deadline = time.monotonic() + _DISCONNECT_GRACE_S
+            if time.monotonic() < self._disconnect_deadline:
+                return None
+        return _Culprit(culprit, note=failure.message)
+
+    def _stop_ranks(self, sig: int) -> None:
+        """Send `sig` to every rank still running, give them the grace period, then SIGKILL."""
+        running = [r for r in self.ranks if r.exit_code is None]
+        if not running:
+            return
+        if sig != signal.SIGKILL and self.config.output.captures:
+            self.pump.say(f"phantora: stopping {len(running)} rank process(es) with {signal.Signals(sig).name}")
+        for r in running:
+            _signal_group(r.proc, sig)
+        deadline = time.monotonic() + (0 if sig == signal.SIGKILL else self.config.shutdown_grace_s)
+        while any(r.exit_code is None for r in running):
+            if time.monotonic() >= deadline or self.signals.again:
+                for r in running:
+                    if r.exit_code is None:
+                        _signal_group(r.proc, signal.SIGKILL)
+                deadline = float("inf")
+            self.pump.poll(0.05)
+            self._reap()
+
+    def _maybe_progress(self) -> None:
+        now = time.monotonic()
+        if now < self._next_progress:
+            return
+        p = self.server.progress()
+        rate = (p.records - self._progress_records) / max(now - self._progress_at, 1e-9) if self._progress_at else 0.0
+        self._progress_records, self._progress_at = p.records, now
+        self._next_progress = now + self.config.progress_interval_s
+        alive = sum(r.exit_code is None for r in self.ranks)
+        self.pump.say(f"phantora: simulated {p.safe_ns / 1e9:.6f} s (safe time) | {rate / 1e3:.0f}k records/s | "
+                      f"{p.connected}/{self.world_size} ranks connected, {p.finished} finished, {alive} running")
+
+    # --- the end ----------------------------------------------------------------------------------
+    def _finish(self, outcome: _Outcome, wall_s: float) -> int:
+        cfg = self.config
+        root = self._resolve(outcome.root)
+        exit_code = self._exit_code(outcome, root)
+        error = None if exit_code == 0 else self._error_line(outcome, root)
+        summary = build_summary(
+            coordinator=self.coordinator, gpu=get_gpu_spec(cfg.rank_config.gpu), cluster=cfg.cluster,
+            world_size=self.world_size, out_dir=cfg.out_dir, exit_code=exit_code, complete=self.server.finished and exit_code == 0,
+            wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
+            launcher_peak_rss_bytes=_peak_rss_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss),
+            error=error)
+        write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
+        print_summary(summary, file=self.pump.console_err)
+        if root is not None and cfg.torchrun is not None:
+            others = self._other_failures(root, outcome.cutoff_s)
+            self.pump.say(format_failure_report(cfg.program.name, root, others))
+        elif isinstance(root, CoordinatorFault):
+            self.pump.say(f"phantora: {root.message.removeprefix('phantora: ')}")
+        if error is not None:
+            self.pump.say(f"phantora: error: {error}; partial results are in {cfg.out_dir}/")
+        self.pump.close()
+        return exit_code
+
+    def _resolve(self, root: _Culprit | CoordinatorFault | None) -> RankExit | CoordinatorFault | None:
+        return self._rank_exit(root.rank, note=root.note) if isinstance(root, _Culprit) else root
+
+    def _rank_exit(self, r: _Rank, note: str = "") -> RankExit:
+        return RankExit(rank=r.rank, local_rank=r.local_rank, pid=r.proc.pid,
+                        exit_code=r.exit_code if r.exit_code is not None else 0, wall_time=r.exited_at,
+                        error_file=str(self.config.out_dir / f"rank{r.rank}" / "error.json"),
+                        stderr_tail=tuple(self.pump.stderr_tail(r.rank)), note=note)
+
+    def _other_failures(self, root: RankExit | CoordinatorFault, cutoff_s: float) -> list[RankExit]:
+        """Ranks that had failed on their own before the first failure (later ones were told to stop)."""
+        root_rank = root.rank if isinstance(root, RankExit) else None
+        return [self._rank_exit(r) for r in self.exit_order
+                if r.rank != root_rank and r.exit_code != 0 and r.reaped_s < cutoff_s]
+
+    def _exit_code(self, outcome: _Outcome, root: RankExit | CoordinatorFault | None) -> int:
+        if outcome.signal is not None:
+            return 128 + outcome.signal
+        if root is None:
+            return 0
+        if self.config.torchrun is None and isinstance(root, RankExit) and root.exit_code != 0:
+            # `phantora run` exits like the program did (a signal as the shell reports it)
+            return root.exit_code if root.exit_code > 0 else 128 - root.exit_code
+        return 1  # torchrun's ChildFailedError
+
+    def _error_line(self, outcome: _Outcome, root: RankExit | CoordinatorFault | None) -> str:
+        if outcome.signal is not None:
+            return f"interrupted ({signal.Signals(outcome.signal).name})"
+        if isinstance(root, RankExit):
+            who = "the program" if self.config.torchrun is None else f"rank {root.rank}"
+            if root.exit_code < 0:
+                return f"{who} was killed by signal {-root.exit_code} ({signal.Signals(-root.exit_code).name})"
+            if root.exit_code == 0:
+                return f"{who} stopped before it finished: {root.note.removeprefix('phantora: ')}"
+            return f"{who} exited with code {root.exit_code}"
+        lines = root.message.strip().splitlines() if root is not None else []
+        return f"the simulation stopped: {lines[0].removeprefix('phantora: ') if lines else 'unknown reason'}"
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _peak_rss_bytes(ru_maxrss: int) -> int:
+    return ru_maxrss if sys.platform == "darwin" else ru_maxrss * 1024  # Linux reports KiB
+
+
+def _reap(r: _Rank) -> bool:
+    """Collect the rank's exit status and resource usage if it has ended (wait4: Popen keeps no rusage)."""
+    pid, status, usage = os.wait4(r.proc.pid, os.WNOHANG)
+    if pid == 0:
+        return False
+    r.exit_code = os.waitstatus_to_exitcode(status)
+    r.proc.returncode = r.exit_code  # tell Popen, so it never waits for a pid that is gone
+    r.exited_at = time.time()
+    r.reaped_s = time.monotonic()
+    r.usage = ProcessUsage(rank=r.rank, peak_rss_bytes=_peak_rss_bytes(usage.ru_maxrss),
+                           cpu_s=usage.ru_utime + usage.ru_stime)
+    return True
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """Signal the rank's process group: the rank and anything it started (DataLoader workers)."""
     try:
-        build_shim()
-    except NativeBuildError as error:
-        raise LaunchError(str(error)) from None
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
-def run_single_process(config: RankConfig, program: ProgramSpec) -> int:
-    """Simulate `program` as one process on `config.devices_per_process` simulated GPUs."""
-    _prepare_native_shim()
-    out_dir = Path(config.out_dir)
+def _clear_stale_outputs(out_dir: Path, world_size: int) -> None:
+    """Remove what an earlier run left in the output folder, so it never mixes into this run's reports."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env[CONFIG_ENV_VAR] = config.to_env()
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    command = [sys.executable, "-m", "phantora.runtime.bootstrap", *program.argv()]
-    started = time.monotonic()
-    child = subprocess.Popen(command, env=env)
-    try:
-        code = child.wait()
-    except KeyboardInterrupt:
-        child.send_signal(signal.SIGINT)
-        try:
-            code = child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            code = child.wait()
-        code = 130 if code >= 0 else code
-    wall_s = time.monotonic() - started
-    summary = build_summary(config, out_dir, exit_code=code, wall_s=wall_s)
-    write_summary(summary, out_dir)
-    print_summary(summary, file=sys.stderr)
-    if code != 0:
-        reason = "interrupted" if code == 130 else f"exited with code {code}"
-        print(f"phantora: error: the program {reason}; partial results are in {out_dir}/", file=sys.stderr)
-    return code if code >= 0 else 128 - code
+    for name in ("summary.json", "trace.json", "report.png", "timeline.png"):
+        (out_dir / name).unlink(missing_ok=True)
+    for rank_dir in out_dir.glob("rank*"):
+        if rank_dir.is_dir() and rank_dir.name[4:].isdigit():
+            for name in ("result.json", "memory.json", "error.json", "trace.json"):
+                (rank_dir / name).unlink(missing_ok=True)
+
+
+def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_err: TextIO | None = None) -> int:
+    """Simulate the job; returns the exit code (0, 1 like torchrun's ChildFailedError, the program's
+    own code for `phantora run`, 128+N on signal N). Reports are written in every case."""
+    launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr)
+    return launcher.run()

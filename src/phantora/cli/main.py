@@ -1,7 +1,11 @@
-"""`phantora` command line: parse -> config -> launch -> report.
+"""`phantora` command line: parse -> LaunchConfig -> launch -> reports.
 
     phantora run --gpu h200 -- python train.py --batch 8
-    phantora run --gpu h100 --out results/ train.py --batch 8
+    phantora run --cluster cluster.toml --out results/ train.py --batch 8
+    phantora torchrun --gpu h100 --nnodes 2 --nproc-per-node 8 train.py --batch 8
+
+Both commands take the same path: the launcher hosts the coordinator server and starts one rank
+process per simulated GPU (one for `run`). Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -9,10 +13,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from phantora import __version__
-from phantora.cli.launch import LaunchError, ProgramSpec, run_single_process
+from phantora.cli.launch import DEFAULT_RANK_ENTRY, LaunchConfig, LaunchError, ProgramSpec, launch
+from phantora.cli.output import OutputConfig
+from phantora.cli.torchrun import (
+    TorchrunArgumentError,
+    add_torchrun_arguments,
+    parse_nproc_per_node,
+    torchrun_plan,
+)
 from phantora.config.run import RankConfig
+from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
 from phantora.specs import UnknownGpuError, get_gpu_spec, load_gpu_specs
 
 
@@ -20,24 +33,44 @@ class CliError(Exception):
     """A user mistake on the command line: printed as one line, exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line (CliError) instead of usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see {self.prog} --help)")
+
+
+def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
+    p = parser.add_argument_group("phantora options")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--gpu", help=f"GPU model: {', '.join(sorted(load_gpu_specs()))} (nodes as its DGX/HGX)")
+    where.add_argument("--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
+    p.add_argument("--out", default="phantora-out", help="output folder (default phantora-out/)")
+    p.add_argument("--strict", action="store_true", help="fail on ops that have no cost model instead of estimating them")
+    p.add_argument("--no-kernel-db", action="store_true",
+                   help="ignore measured kernel times; use the analytic cost model only")
+    p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr every few seconds (default: when stderr is a terminal)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="phantora", description=(
-        "Simulate an unmodified PyTorch training program on a GPU it does not need: "
+    parser = _Parser(prog="phantora", description=(
+        "Simulate an unmodified PyTorch training program on GPUs it does not need: "
         "the script's own logs print simulated time; a summary follows."))
     parser.add_argument("--version", action="version", version=f"phantora {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="simulate a single-process script on one simulated GPU",
                               description="phantora run [options] -- python train.py ARGS")
-    run.add_argument("--gpu", required=True, help=f"GPU model: {', '.join(sorted(load_gpu_specs()))}")
+    _add_phantora_options(run)
     run.add_argument("--devices", type=int, default=1, help="CUDA devices the process sees (default 1)")
-    run.add_argument("--out", default="phantora-out", help="output folder (default phantora-out/)")
-    run.add_argument("--strict", action="store_true",
-                     help="fail on ops that have no cost model instead of estimating them")
-    run.add_argument("--no-kernel-db", action="store_true",
-                     help="ignore measured kernel times; use the analytic cost model only")
-    run.add_argument("--no-trace", action="store_true", help="do not write trace.json")
     run.add_argument("program", nargs=argparse.REMAINDER,
                      help="the program: [python [-u]] SCRIPT ARGS | [python] -m MODULE ARGS")
+    torchrun = commands.add_parser(
+        "torchrun", help="simulate a torchrun job: one process per simulated GPU, torchrun's arguments",
+        description="phantora torchrun [phantora options] [torchrun options] SCRIPT ARGS")
+    _add_phantora_options(torchrun)
+    add_torchrun_arguments(torchrun)
     return parser
 
 
@@ -64,26 +97,122 @@ def program_from_args(words: list[str]) -> ProgramSpec:
     return ProgramSpec(script=str(script), args=words[1:])
 
 
-def config_from_args(args: argparse.Namespace) -> RankConfig:
+# --- cluster --------------------------------------------------------------------------------------
+def _gpu_key(name: str) -> str:
     try:
-        spec = get_gpu_spec(args.gpu)
+        return get_gpu_spec(name).key
     except UnknownGpuError as error:
         raise CliError(str(error)) from None
+
+
+def cluster_file(path: str) -> ClusterNetworkConfig:
+    """The cluster from a TOML file; its `gpu` must name a GPU model Phantora has specs for."""
     try:
-        return RankConfig(gpu=spec.key, devices_per_process=args.devices, out_dir=args.out, strict=args.strict,
+        cluster = cluster_from_toml(path)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    _gpu_key(cluster.gpu)
+    return cluster
+
+
+def cluster_from_gpu(gpu: str, *, nodes: int, gpus_per_node: int) -> ClusterNetworkConfig:
+    try:
+        return cluster_from_flags(gpu=_gpu_key(gpu), nodes=nodes, gpus_per_node=gpus_per_node)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+
+
+def _node_gpus(gpu: str) -> int:
+    """GPUs in one node of the GPU's family (its DGX/HGX)."""
+    return GPU_FAMILY_DEFAULTS[_gpu_key(gpu)].gpus_per_node
+
+
+def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
+    try:
+        return RankConfig(gpu=_gpu_key(gpu), devices_per_process=devices, out_dir=args.out, strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace)
     except ValueError as error:
         raise CliError(str(error)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else args.progress
+
+
+# --- configs --------------------------------------------------------------------------------------
+def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
+    """`phantora run`: one rank, its output straight to the terminal."""
+    if args.cluster:
+        cluster = cluster_file(args.cluster)
+    else:
+        cluster = cluster_from_gpu(args.gpu, nodes=1, gpus_per_node=1)
+    rank_config = _rank_config(args, cluster.gpu, args.devices)
+    program = program_from_args(args.program)
+    return _launch_config(program=program, rank_config=rank_config, cluster=cluster,
+                          output=OutputConfig(prefix_template=None), progress=_progress(args))
+
+
+def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
+    """`phantora torchrun`: the cluster from --gpu (nodes of --nproc-per-node GPUs) or --cluster; returns
+    the config and notes on options that have no effect here."""
     try:
-        config = config_from_args(args)
-        program = program_from_args(args.program)
-        return run_single_process(config, program)
-    except (CliError, LaunchError) as error:
+        plan = torchrun_plan(args, args.out, program_from_args)
+    except TorchrunArgumentError as error:
+        raise CliError(str(error)) from None
+    try:
+        if args.cluster:
+            cluster = cluster_file(args.cluster)
+            nproc = parse_nproc_per_node(plan.nproc_spec, cluster.gpus_per_node)
+        else:
+            node_gpus = _node_gpus(args.gpu)
+            nproc = parse_nproc_per_node(plan.nproc_spec, node_gpus)
+            if nproc > node_gpus:
+                raise CliError(f"--nproc-per-node {nproc} exceeds the {node_gpus} GPUs of a {args.gpu} node; use "
+                               "more --nnodes, or a --cluster file with a larger gpus_per_node")
+            # the simulated nodes are the GPUs the job uses: every GPU keeps its own NVLink port and NIC
+            cluster = cluster_from_gpu(args.gpu, nodes=plan.nnodes, gpus_per_node=nproc)
+    except TorchrunArgumentError as error:
+        raise CliError(str(error)) from None
+    devices = 1 if plan.torchrun.virtual_local_rank else cluster.gpus_per_node
+    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, devices),
+                            cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, torchrun=plan.torchrun,
+                            output=plan.output, shutdown_grace_s=plan.shutdown_grace_s,
+                            monitor_interval_s=plan.monitor_interval_s, progress=_progress(args))
+    return config, plan.notes
+
+
+def _launch_config(**kwargs) -> LaunchConfig:
+    try:
+        return LaunchConfig(**kwargs)
+    except ValueError as error:  # world size vs cluster and the like
+        raise CliError(str(error)) from None
+
+
+def config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
+    if args.command == "torchrun":
+        return torchrun_config_from_args(args)
+    return run_config_from_args(args), []
+
+
+def _prepare_native_shim() -> None:
+    """Compile the rank runtime's native shim once, here, rather than in every rank at the same time."""
+    from phantora.runtime.native import NativeBuildError, build_shim
+    try:
+        build_shim()
+    except NativeBuildError as error:
+        raise LaunchError(str(error)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        config, notes = config_from_args(args)
+        for note in notes:
+            print(f"phantora: note: {note}", file=sys.stderr)
+        if config.rank_entry == DEFAULT_RANK_ENTRY:
+            _prepare_native_shim()
+        return launch(config)
+    except (CliError, LaunchError, TorchrunArgumentError) as error:
         print(f"phantora: error: {error}", file=sys.stderr)
         return 2
 

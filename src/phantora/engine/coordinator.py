@@ -83,7 +83,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from phantora.engine.timeline import union_length
+from phantora.engine.intervals import union_length
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
     COLLECTIVE_OPS,

@@ -1,99 +1,234 @@
-"""The run summary: a table on the terminal, `summary.json`, and `report.png`."""
+"""The run summary: a table on the terminal, `summary.json`, `trace.json`, `report.png`, `timeline.png`.
+
+Two sources, each for what it alone knows:
+- the coordinator (GPU side, every rank, also for a run that stopped early): simulated time, busy
+  time, compute vs NCCL vs exposed communication, host blocking, kernel time by class, FLOPs;
+- each rank's `<out>/rank<N>/result.json` (what the rank process measured itself; missing for a
+  rank that crashed hard): memory peaks and OOMs, host-only op counts, kernel sources, unmodelled
+  ops, placeholder reads, warnings, its own host clock at exit. The keys read are `RESULT_KEYS`.
+Wall time, CPU time and peak RSS of every process come from the launcher (wait4), so they are
+known even for ranks that wrote nothing.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from phantora.config.run import RankConfig
-from phantora.specs import get_gpu_spec
-from phantora.units import GiB, NS_PER_S
+from phantora.models.gpu import GpuSpec
+from phantora.models.network import ClusterNetworkConfig
+from phantora.reports.breakdown import CoordinatorState, RankBreakdown, rank_breakdown
+from phantora.units import NS_PER_S, GiB
+
+RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "kernel_sources", "generic_ops",
+               "placeholders", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes")
+"""What the summary reads from a rank's result.json (all optional); `devices` is a list of
+{"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
+_PER_RANK_ROWS = 16
+"""Per-rank lines printed at most (summary.json has all)."""
 
 
-def _load_rank_results(out_dir: Path) -> list[dict[str, Any]]:
-    results = []
-    for path in sorted(out_dir.glob("rank*/result.json"), key=lambda p: int(p.parent.name[4:])):
-        results.append(json.loads(path.read_text()))
-    return results
+@dataclass(frozen=True, slots=True)
+class ProcessUsage:
+    """What the OS says a rank process used (from wait4 when it ended)."""
+
+    rank: int
+    peak_rss_bytes: int
+    cpu_s: float
 
 
-def build_summary(config: RankConfig, out_dir: Path, *, exit_code: int, wall_s: float) -> dict[str, Any]:
-    """Aggregate what the ranks wrote; works with partial results (a crashed or OOM run)."""
-    gpu = get_gpu_spec(config.gpu)
-    ranks = _load_rank_results(out_dir)
-    summary: dict[str, Any] = {
-        "gpu": gpu.key, "gpu_name": gpu.name, "exit_code": exit_code, "complete": exit_code == 0,
-        "ranks": len(ranks), "simulator_wall_s": round(wall_s, 3),
+def load_rank_results(out_dir: Path, world_size: int) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Each rank's result.json that exists and parses, and a warning for each one that does not parse."""
+    results: dict[int, dict[str, Any]] = {}
+    problems: list[str] = []
+    for rank in range(world_size):
+        path = out_dir / f"rank{rank}" / "result.json"
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as error:
+            problems.append(f"rank {rank}'s result.json is unreadable ({error}); its statistics are missing")
+            continue
+        results[rank] = data
+    return results, problems
+
+
+def _devices(result: dict[str, Any]) -> list[dict[str, Any]]:
+    devices = result.get("devices")
+    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+
+
+def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
+    total: Counter = Counter()
+    for r in results:
+        value = r.get(key)
+        if isinstance(value, dict):
+            total.update({k: v for k, v in value.items() if isinstance(v, (int, float))})
+    return dict(total.most_common())
+
+
+def _rank_row(b: RankBreakdown, sim_ns: int, result: dict[str, Any] | None) -> dict[str, Any]:
+    devices = _devices(result or {})
+    return {
+        "rank": b.rank,
+        "end_s": b.end_ns / NS_PER_S,
+        "busy_fraction": b.busy_ns / sim_ns if sim_ns else 0.0,
+        "compute_s": b.compute_ns / NS_PER_S,
+        "nccl_s": b.nccl_ns / NS_PER_S,
+        "exposed_comm_s": b.exposed_comm_ns / NS_PER_S,
+        "nccl_wait_s": b.nccl_wait_ns / NS_PER_S,
+        "host_blocked_s": b.host_blocked_ns / NS_PER_S,
+        "kernels": b.kernels,
+        "nccl_calls": b.nccl_calls,
+        "flops": b.flops,
+        "peak_allocated_gib": max((d.get("peak_allocated_bytes", 0) for d in devices), default=0) / GiB,
+        "peak_reserved_gib": max((d.get("peak_reserved_bytes", 0) for d in devices), default=0) / GiB,
+        "ooms": sum(d.get("num_ooms", 0) for d in devices),
+        "reported": result is not None,
+        "exit_code": None if result is None else result.get("exit_code"),
     }
-    if not ranks:
-        summary["error"] = "no rank wrote results (the program failed before Phantora could report)"
-        return summary
-    first = ranks[0]
-    sim_ns = max(r["simulated_ns"] for r in ranks)
-    busy_ns = first["devices"][0]["busy_ns"] if first["devices"] else 0
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows) if rows else 0.0
+
+
+def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
+                  out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
+                  launcher_peak_rss_bytes: int, error: str | None = None) -> dict[str, Any]:
+    """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
+    results, problems = load_rank_results(out_dir, world_size)
+    breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
+                  for r in range(world_size)]
+    sim_ns = max((b.end_ns for b in breakdowns), default=0)
+    rows = [_rank_row(b, sim_ns, results.get(b.rank)) for b in breakdowns]
+    reported = list(results.values())
+    flops = sum(b.flops for b in breakdowns)
+    sim_s = sim_ns / NS_PER_S
     peak_bf16 = gpu.peak_flops.get("bf16", 0.0)
-    achieved = first["flops"] / (sim_ns / NS_PER_S) if sim_ns else 0.0
-    summary.update({
-        "simulated_time_s": sim_ns / NS_PER_S,
-        "gpu_busy_fraction": busy_ns / sim_ns if sim_ns else 0.0,
-        "host_blocked_s": first["host_blocked_ns"] / NS_PER_S,
-        "flops": first["flops"],
-        "achieved_tflops": achieved / 1e12,
-        "mfu_vs_bf16_peak": achieved / peak_bf16 if peak_bf16 else None,
-        "peak_allocated_gib": max(d["peak_allocated_bytes"] for r in ranks for d in r["devices"]) / GiB,
-        "peak_reserved_gib": max(d["peak_reserved_bytes"] for r in ranks for d in r["devices"]) / GiB,
-        "ooms": sum(d["num_ooms"] for r in ranks for d in r["devices"]),
-        "kernels": first["kernels"],
-        "host_only_ops": first["host_only_ops"],
-        "kernel_time_s_by_class": {k: v / NS_PER_S for k, v in sorted(
-            first["kernel_ns_by_class"].items(), key=lambda kv: -kv[1])},
-        "kernel_sources": first["kernel_sources"],
-        "generic_ops": first["generic_ops"],
-        "placeholder_reads": first["placeholders"],
-        "warnings": sorted({w for r in ranks for w in r["warnings"]}),
-        "simulator_cpu_s": round(max(r["simulator_cpu_s"] for r in ranks), 3),
-        "simulator_peak_rss_gib": max(r["simulator_peak_rss_bytes"] for r in ranks) / GiB,
-    })
+    by_class: Counter = Counter()
+    for b in breakdowns:
+        by_class.update(b.kernel_ns_by_class)
+    rss = [p.peak_rss_bytes for p in processes] + [_int(r.get("simulator_peak_rss_bytes")) for r in reported]
+    summary: dict[str, Any] = {
+        "gpu": gpu.key, "gpu_name": gpu.name,
+        "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
+        "world_size": world_size, "exit_code": exit_code, "complete": complete,
+        "ranks_reported": len(results),
+        "simulated_time_s": sim_s,
+        "gpu_busy_fraction": _mean(rows, "busy_fraction"),
+        "compute_s": _mean(rows, "compute_s"),
+        "nccl_s": _mean(rows, "nccl_s"),
+        "exposed_comm_s": _mean(rows, "exposed_comm_s"),
+        "nccl_wait_s": _mean(rows, "nccl_wait_s"),
+        "host_blocked_s": _mean(rows, "host_blocked_s"),
+        "flops": flops,
+        "achieved_tflops": flops / world_size / sim_s / 1e12 if sim_s else 0.0,
+        "mfu_vs_bf16_peak": flops / (sim_s * world_size * peak_bf16) if sim_s and peak_bf16 else None,
+        "peak_allocated_gib": max((r["peak_allocated_gib"] for r in rows), default=0.0),
+        "peak_reserved_gib": max((r["peak_reserved_gib"] for r in rows), default=0.0),
+        "ooms": sum(r["ooms"] for r in rows),
+        "kernels": sum(b.kernels for b in breakdowns),
+        "nccl_calls": sum(b.nccl_calls for b in breakdowns),
+        "host_only_ops": sum(_int(r.get("host_only_ops")) for r in reported),
+        "kernel_time_s_by_class": {k: v / NS_PER_S for k, v in by_class.most_common()},
+        "kernel_sources": _counter(reported, "kernel_sources"),
+        "generic_ops": _counter(reported, "generic_ops"),
+        "placeholder_reads": _counter(reported, "placeholders"),
+        "warnings": sorted({str(w) for r in reported for w in (r.get("warnings") or [])} | set(problems)),
+        "simulator_wall_s": round(wall_s, 3),
+        "simulator_cpu_s": round(sum(p.cpu_s for p in processes), 3),
+        "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
+        "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
+        "per_rank": rows,
+    }
+    if error:
+        summary["error"] = error
     return summary
 
 
-def write_summary(summary: dict[str, Any], out_dir: Path) -> None:
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def write_reports(summary: dict[str, Any], coordinator: CoordinatorState, out_dir: Path, *, trace: bool) -> None:
+    """summary.json, trace.json (unless `trace` is off), report.png and timeline.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    if summary.get("kernel_time_s_by_class"):
-        from phantora.reports.plots import write_report_png
+    if trace:
+        from phantora.trace.chrome import write_chrome_trace
+        write_chrome_trace(out_dir / "trace.json", coordinator)
+    if summary["simulated_time_s"] > 0:
+        from phantora.reports.plots import write_report_png, write_timeline_png
         write_report_png(summary, out_dir)
+        write_timeline_png(summary, coordinator, out_dir)
+
+
+def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    world, cluster = s["world_size"], s["cluster"]
+    nodes = f"{cluster['nodes']} node(s) x {cluster['gpus_per_node']} GPUs, " if world > 1 else ""
+    rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)"),
+            ("simulated time", f"{s['simulated_time_s']:.4f} s")]
+    if s["simulated_time_s"] > 0:
+        per = " (mean over ranks)" if world > 1 else ""
+        rows += [("GPU busy", f"{100 * s['gpu_busy_fraction']:.1f} %{per}")]
+        if s["nccl_calls"]:
+            rows.append(("communication", f"NCCL {1e3 * s['nccl_s']:.2f} ms, exposed {1e3 * s['exposed_comm_s']:.2f} ms, "
+                                          f"waiting for peers {1e3 * s['nccl_wait_s']:.2f} ms{per}"))
+        rows += [("host blocked", f"{1e3 * s['host_blocked_s']:.2f} ms{per}"),
+                 ("FLOPs / achieved", f"{s['flops']:.3e} / {s['achieved_tflops']:.1f} TFLOP/s per GPU")]
+        if s["mfu_vs_bf16_peak"] is not None:
+            rows.append(("MFU (bf16 peak)", f"{100 * s['mfu_vs_bf16_peak']:.1f} %"))
+    if s["ranks_reported"]:
+        rows.append(("peak memory", f"{s['peak_allocated_gib']:.2f} GiB allocated, "
+                                    f"{s['peak_reserved_gib']:.2f} GiB reserved (largest rank)"))
+    rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
+                                    f"{s['host_only_ops']} host-only"))
+    top = list(s["kernel_time_s_by_class"].items())[:5]
+    if top:
+        rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))
+    if s["generic_ops"]:
+        rows.append(("unmodelled ops", ", ".join(f"{k} x{v}" for k, v in s["generic_ops"].items())))
+    if s["ooms"]:
+        rows.append(("out of memory", f"{s['ooms']} time(s)"))
+    if s["ranks_reported"] < world:
+        rows.append(("rank results", f"{s['ranks_reported']} of {world} ranks wrote result.json"))
+    rows.append(("simulator", f"{s['simulator_wall_s']:.1f} s wall, {s['simulator_cpu_s']:.1f} s CPU, "
+                              f"{s['simulator_peak_rss_gib']:.2f} GiB peak RSS (largest process)"))
+    rows += [("warning", w) for w in s["warnings"]]
+    if "error" in s:
+        rows.append(("error", s["error"]))
+    return rows
+
+
+def _per_rank_lines(s: dict[str, Any]) -> list[str]:
+    lines = [f"  {'rank':>4}  {'end s':>9}  {'busy %':>6}  {'NCCL ms':>9}  {'exposed ms':>10}  "
+             f"{'blocked ms':>10}  {'peak GiB':>8}"]
+    for r in s["per_rank"][:_PER_RANK_ROWS]:
+        lines.append(f"  {r['rank']:>4}  {r['end_s']:>9.4f}  {100 * r['busy_fraction']:>6.1f}  "
+                     f"{1e3 * r['nccl_s']:>9.2f}  {1e3 * r['exposed_comm_s']:>10.2f}  "
+                     f"{1e3 * r['host_blocked_s']:>10.2f}  "
+                     + (f"{r['peak_allocated_gib']:>8.2f}" if r["reported"] else f"{'-':>8}"))
+    if len(s["per_rank"]) > _PER_RANK_ROWS:
+        lines.append(f"  ... {len(s['per_rank']) - _PER_RANK_ROWS} more ranks in summary.json")
+    return lines
 
 
 def print_summary(summary: dict[str, Any], *, file: TextIO) -> None:
-    rows: list[tuple[str, str]] = [("GPU", f"{summary['gpu_name']} ({summary['gpu']})")]
-    if "simulated_time_s" in summary:
-        rows += [
-            ("simulated time", f"{summary['simulated_time_s']:.4f} s"),
-            ("GPU busy", f"{100 * summary['gpu_busy_fraction']:.1f} %"),
-            ("FLOPs / achieved", f"{summary['flops']:.3e} / {summary['achieved_tflops']:.1f} TFLOP/s"),
-        ]
-        if summary["mfu_vs_bf16_peak"] is not None:
-            rows.append(("MFU (bf16 peak)", f"{100 * summary['mfu_vs_bf16_peak']:.1f} %"))
-        rows += [
-            ("peak memory", f"{summary['peak_allocated_gib']:.2f} GiB allocated, "
-                            f"{summary['peak_reserved_gib']:.2f} GiB reserved"),
-            ("ops intercepted", f"{summary['kernels']} kernels, {summary['host_only_ops']} host-only"),
-        ]
-        top = list(summary["kernel_time_s_by_class"].items())[:5]
-        rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))
-        if summary["generic_ops"]:
-            rows.append(("unmodelled ops", ", ".join(f"{k} x{v}" for k, v in summary["generic_ops"].items())))
-        if summary["ooms"]:
-            rows.append(("out of memory", f"{summary['ooms']} time(s)"))
-        rows.append(("simulator", f"{summary['simulator_wall_s']:.1f} s wall, "
-                                  f"{summary['simulator_peak_rss_gib']:.2f} GiB peak RSS"))
-    for warning in summary.get("warnings", []):
-        rows.append(("warning", warning))
-    if "error" in summary:
-        rows.append(("error", summary["error"]))
+    rows = _table_rows(summary)
     width = max(len(k) for k, _ in rows)
     print("\n== Phantora summary " + "=" * 40, file=file)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=file)
+    if summary["world_size"] > 1:
+        print("  " + "-" * 58, file=file)
+        for line in _per_rank_lines(summary):
+            print(line, file=file)
     print("=" * 60, file=file)
+    file.flush()

@@ -1,0 +1,199 @@
+"""The launcher with stand-in rank processes (tests/support/stand_in_rank.py speaks the real protocol
+through RankClient): environment, prefixed output, failures, signals, reports, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from phantora.cli.launch import launch
+from phantora.cli.main import build_parser, config_from_args
+from phantora.transport.client import DELAY_ENV_VAR
+
+STAND_IN = Path(__file__).resolve().parents[2] / "support" / "stand_in_rank.py"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclasses.dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    out_dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.out_dir / "summary.json").read_text())
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("")
+    return str(path)
+
+
+@pytest.fixture
+def simulate(tmp_path, script):
+    """`phantora <command> [options] train.py ARGS`, in this process, with the stand-in as the rank program."""
+    def run(command: str, *options: str, args: tuple[str, ...] = (), out: str = "out") -> Run:
+        out_dir = tmp_path / out
+        words = [command, "--gpu", "h200", "--out", str(out_dir), *options, script, *args]
+        if command == "run":
+            words.insert(len(words) - len(args) - 1, "--")
+        config, _ = config_from_args(build_parser().parse_args(words))
+        config = dataclasses.replace(config, rank_entry=(sys.executable, str(STAND_IN)), shutdown_grace_s=5.0,
+                                     monitor_interval_s=0.02)
+        stdout, stderr = io.StringIO(), io.StringIO()
+        code = launch(config, console_out=stdout, console_err=stderr)
+        return Run(code, stdout.getvalue(), stderr.getvalue(), out_dir)
+    return run
+
+
+def tagged(text: str, tag: str) -> dict[str, dict]:
+    return {line.split(":", 1)[0]: json.loads(line.split(tag + " ", 1)[1])
+            for line in text.splitlines() if f":{tag} " in line}
+
+
+def test_job_environment_output_and_reports(simulate, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    run = simulate("torchrun", "--nnodes", "2", "--nproc-per-node", "2", args=("--env-dump",))
+    assert run.code == 0, run.err
+    envs = tagged(run.out, "ENV")
+    assert sorted(envs) == ["[rank0]", "[rank1]", "[rank2]", "[rank3]"]
+    ports = {e["MASTER_PORT"] for e in envs.values()}
+    assert len(ports) == 1 and int(ports.pop()) > 0
+    for rank in range(4):
+        env = envs[f"[rank{rank}]"]
+        assert (env["RANK"], env["LOCAL_RANK"], env["GROUP_RANK"]) == (str(rank), str(rank % 2), str(rank // 2))
+        assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"]) == ("4", "2", "2")
+        assert (env["ROLE_RANK"], env["ROLE_WORLD_SIZE"], env["ROLE_NAME"]) == (str(rank), "4", "default")
+        assert env["MASTER_ADDR"] == "127.0.0.1" and env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+        assert env["TORCHELASTIC_RESTART_COUNT"] == "0" and env["TORCHELASTIC_MAX_RESTARTS"] == "0"
+        assert env["OMP_NUM_THREADS"] == "1" and env["TORCHELASTIC_ERROR_FILE"].endswith(f"rank{rank}/error.json")
+        rank_config = json.loads(env["PHANTORA_RUN_CONFIG"])
+        assert (rank_config["rank"], rank_config["world_size"]) == (rank, 4)
+        assert rank_config["coordinator"].startswith("127.0.0.1:") and rank_config["devices_per_process"] == 2
+    # every line whole and prefixed, on the right stream
+    assert all(line.startswith("[rank") for line in run.out.splitlines())
+    assert "[rank3]:hello 1 from rank 3 of 4" in run.out.splitlines()
+    assert "[rank2]:rank 2 stderr line" in run.err.splitlines()
+    summary = run.summary
+    assert summary["complete"] and summary["exit_code"] == 0 and summary["world_size"] == 4
+    assert summary["ranks_reported"] == 4 and summary["nccl_calls"] > 0 and summary["kernels"] > 0
+    assert 0 < summary["gpu_busy_fraction"] <= 1 and summary["peak_allocated_gib"] == 4.0
+    assert summary["placeholder_reads"] == {".item()": 4} and summary["host_only_ops"] == 20
+    assert [r["rank"] for r in summary["per_rank"]] == [0, 1, 2, 3]
+    assert "== Phantora summary" in run.err and "exposed ms" in run.err
+    for name in ("trace.json", "report.png", "timeline.png"):
+        assert (run.out_dir / name).stat().st_size > 0
+    events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
+    assert {e["pid"] for e in events} == {0, 1, 2, 3} and all(e["ph"] in ("X", "M") for e in events)
+
+
+def test_run_is_one_rank_without_torchrun_variables(simulate, monkeypatch, capfd):
+    monkeypatch.delenv("RANK", raising=False)
+    run = simulate("run", args=("--env-dump",))
+    assert run.code == 0, run.err
+    printed = capfd.readouterr()  # the rank writes straight to the launcher's stdout and stderr
+    assert "rank 0 stderr line" in printed.err.splitlines()
+    line = next(line for line in printed.out.splitlines() if line.startswith("ENV "))  # not prefixed
+    env = json.loads(line[4:])
+    assert env["RANK"] is None and env["MASTER_PORT"] is None
+    assert json.loads(env["PHANTORA_RUN_CONFIG"])["coordinator"].startswith("127.0.0.1:")
+    assert run.summary["complete"] and run.summary["world_size"] == 1
+
+
+def test_a_failing_rank_stops_the_others_and_is_reported(simulate):
+    run = simulate("torchrun", "--nproc-per-node", "3", args=("--fail-rank", "1", "--exit-code", "3"))
+    assert run.code == 1
+    report = run.err[run.err.index("train.py FAILED"):]
+    root = report[report.index("Root Cause (first observed failure):"):]
+    assert "rank      : 1 (local_rank: 1)" in root and "exitcode  : 3 (pid: " in root
+    assert "Traceback (most recent call last):" in root and "RuntimeError: stand-in rank 1 fails on purpose" in root
+    assert "<NO_OTHER_FAILURES>" in report  # the others were stopped, not failing on their own
+    assert run.err.strip().splitlines()[-1] == \
+        f"phantora: error: rank 1 exited with code 3; partial results are in {run.out_dir}/"
+    summary = run.summary  # partial results are summarised
+    assert not summary["complete"] and summary["exit_code"] == 1 and summary["ranks_reported"] == 1
+    assert summary["error"] == "rank 1 exited with code 3"
+
+
+def test_a_coordinator_error_is_the_root_cause(simulate):
+    run = simulate("torchrun", "--nproc-per-node", "2", args=("--mismatch-rank", "1"))
+    assert run.code == 1
+    root = run.err[run.err.index("Root Cause"):]
+    assert "rank      : coordinator" in root and "does not match" in root
+    last = run.err.strip().splitlines()[-1]  # the second rank to issue the all_reduce sees the mismatch
+    assert last.startswith("phantora: error: the simulation stopped: rank ") and "does not match" in last
+    assert not run.summary["complete"]
+
+
+def test_a_rank_that_never_connects_is_a_failure(simulate):
+    run = simulate("torchrun", "--nproc-per-node", "2", args=("--no-connect-rank", "1"))
+    assert run.code == 1
+    assert "rank 1 exited without connecting to the coordinator" in run.err
+    assert "rank      : 1 (local_rank: 1)" in run.err and "exitcode  : 0" in run.err
+
+
+def test_filters_redirects_and_tee(simulate, tmp_path):
+    logs = tmp_path / "logs"
+    run = simulate("torchrun", "--nproc-per-node", "3", "--local-ranks-filter", "0,1", "-r", "1:3", "-t", "0:1",
+                   "--log-dir", str(logs))
+    assert run.code == 0, run.err
+    assert {line.split(":", 1)[0] for line in run.out.splitlines()} == {"[rank0]"}  # 1 redirected, 2 filtered
+    assert "[rank1]" not in run.err and "[rank2]" not in run.err and "[rank0]:rank 0 stderr line" in run.err
+    assert (logs / "attempt_0" / "0" / "stdout.log").read_text().startswith("hello 0 from rank 0")
+    assert not (logs / "attempt_0" / "0" / "stderr.log").exists()
+    assert "rank 1 stderr line" in (logs / "attempt_0" / "1" / "stderr.log").read_text()
+    assert not (logs / "attempt_0" / "2").exists()
+
+
+def test_results_are_identical_under_random_scheduling(simulate, monkeypatch):
+    monkeypatch.setenv(DELAY_ENV_VAR, "3")
+    runs = [simulate("torchrun", "--nproc-per-node", "4", args=("--rounds", "15"), out=f"out{i}") for i in range(2)]
+    assert all(r.code == 0 for r in runs), runs[0].err
+    traces = [(r.out_dir / "trace.json").read_text() for r in runs]
+    assert traces[0] == traces[1]
+    keep = ("simulated_time_s", "gpu_busy_fraction", "nccl_s", "exposed_comm_s", "host_blocked_s", "per_rank")
+    assert [{k: r.summary[k] for k in keep} for r in runs][0] == {k: runs[1].summary[k] for k in keep}
+
+
+DRIVER = """
+import dataclasses, sys
+from phantora.cli.launch import launch
+from phantora.cli.main import build_parser, config_from_args
+config, _ = config_from_args(build_parser().parse_args(sys.argv[3:]))
+config = dataclasses.replace(config, rank_entry=(sys.executable, sys.argv[1]), shutdown_grace_s=float(sys.argv[2]))
+sys.exit(launch(config))
+"""
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_everything(tmp_path, script, sig, code):
+    out_dir = tmp_path / "out"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(STAND_IN), "5", "torchrun", "--gpu", "h200", "--out", str(out_dir),
+         "--nproc-per-node", "2", script, "--hang-rank", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 30
+    seen = ""
+    while "[rank0]:hello 1" not in seen and time.monotonic() < deadline:
+        seen += launcher.stdout.readline()
+    time.sleep(0.3)  # rank 0 hangs; rank 1 waits for it in the coordinator
+    launcher.send_signal(sig)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == code, err
+    assert err.strip().splitlines()[-1].startswith(f"phantora: error: interrupted ({signal.Signals(sig).name})")
+    assert not json.loads((out_dir / "summary.json").read_text())["complete"]
+    ps = subprocess.run(["pgrep", "-f", str(STAND_IN)], capture_output=True, text=True)
+    assert str(out_dir) not in ps.stdout  # no rank left behind

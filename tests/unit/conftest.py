@@ -1,0 +1,5 @@
+import sys
+from pathlib import Path
+
+# tests/support holds the stand-in rank (imported by the transport, launcher and report tests)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))

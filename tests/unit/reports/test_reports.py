@@ -1,0 +1,146 @@
+"""Reports from the coordinator's state: hand-derived breakdowns, partial results, a valid Perfetto trace."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from phantora.engine.coordinator import Coordinator
+from phantora.models.network import Completion, NetworkSimulator, Topology, cluster_from_flags
+from phantora.protocol.records import (
+    CollectiveRecord,
+    KernelRecord,
+    RankFinished,
+    SyncRequest,
+    encode_stream,
+)
+from phantora.reports.breakdown import intersection, merge, rank_breakdown
+from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
+from phantora.specs import get_gpu_spec
+from phantora.trace.chrome import write_chrome_trace
+
+CLUSTER = cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=2)
+
+
+class FixedNetwork:
+    """Every operation takes exactly `size_bytes` ns on the network (so times can be derived by hand)."""
+
+    def __init__(self) -> None:
+        self.now_ns = 0
+        self._flight: dict = {}
+
+    def submit(self, req) -> None:
+        self._flight[req.key] = Completion(req.key, req.op, req.start_ns, req.start_ns + req.size_bytes, "ring", "LL")
+
+    def next_event_ns(self):
+        return min((c.end_ns for c in self._flight.values()), default=None)
+
+    def advance_to(self, safe_ns: int) -> list[Completion]:
+        done = sorted((c for c in self._flight.values() if c.end_ns <= safe_ns), key=lambda c: (c.end_ns, c.key))
+        for c in done:
+            del self._flight[c.key]
+        self.now_ns = safe_ns
+        return done
+
+
+def two_ranks() -> Coordinator:
+    """Rank 0: kernel [0, 100) on stream 0; all_reduce on stream 1 reached at 50, network [80, 180).
+    Rank 1: kernel [0, 80) on stream 0, then the all_reduce reached at 80. Both sync the device."""
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [KernelRecord(0, 0, 100, "gemm0", 1e9, 0.0, "gemm", "bf16[8, 8]"),
+                 CollectiveRecord(1, 50, (0, 1), 0, "all_reduce", 100, None, "w"),
+                 SyncRequest(1, 60, "device")])
+    c.submit(1, [KernelRecord(0, 0, 80, "gemm1", 2e9, 0.0, "gemm"),
+                 CollectiveRecord(0, 10, (0, 1), 0, "all_reduce", 100, None, "w"),
+                 SyncRequest(1, 20, "device")])
+    c.submit(0, [RankFinished(200)])
+    c.submit(1, [RankFinished(190)])
+    assert c.done
+    return c
+
+
+def test_interval_algebra():
+    assert merge([(5, 7), (0, 2), (1, 3), (3, 4), (9, 9)]) == [(0, 4), (5, 7)]
+    assert merge([(0, 2), (4, 6)], gap_ns=2) == [(0, 6)]
+    assert intersection([(0, 4), (6, 10)], [(2, 8)]) == [(2, 4), (6, 8)]
+
+
+def test_breakdown_by_hand():
+    c = two_ranks()
+    b0, b1 = rank_breakdown(c, 0), rank_breakdown(c, 1)
+    # rank 0: compute [0,100), NCCL [50,180) of which [100,180) exposed, spun [50,80)
+    assert (b0.compute_ns, b0.nccl_ns, b0.exposed_comm_ns, b0.nccl_wait_ns, b0.busy_ns) == (100, 130, 80, 30, 180)
+    assert (b0.end_ns, b0.host_blocked_ns, b0.kernels, b0.nccl_calls) == (200, 120, 1, 1)  # blocked 60 -> 180
+    # rank 1: compute [0,80), NCCL [80,180), no overlap, no spin
+    assert (b1.compute_ns, b1.nccl_ns, b1.exposed_comm_ns, b1.nccl_wait_ns) == (80, 100, 100, 0)
+    assert b1.kernel_ns_by_class == {"gemm": 80, "nccl": 100}
+    assert rank_breakdown(c, 1, host_end_ns=500).end_ns == 500  # the rank's own clock at exit counts
+
+
+def summarise(c, tmp_path, **overrides):
+    kwargs = dict(coordinator=c, gpu=get_gpu_spec("h200"), cluster=CLUSTER, world_size=c.world_size,
+                  out_dir=tmp_path, exit_code=1, complete=False, wall_s=1.5,
+                  processes=[ProcessUsage(0, 300 << 20, 0.5), ProcessUsage(1, 200 << 20, 0.25)],
+                  launcher_peak_rss_bytes=100 << 20, error="rank 1 exited with code 3")
+    kwargs.update(overrides)
+    return build_summary(**kwargs)
+
+
+def test_summary_with_partial_results(tmp_path):
+    (tmp_path / "rank0").mkdir()
+    (tmp_path / "rank0" / "result.json").write_text(json.dumps({
+        "rank": 0, "exit_code": 0, "host_ns": 210,
+        "devices": [{"peak_allocated_bytes": 3 << 30, "peak_reserved_bytes": 4 << 30, "num_ooms": 1}],
+        "host_only_ops": 7, "generic_ops": {"aten::foo": 2}, "placeholders": {".item()": 3},
+        "warnings": ["torch.compile runs eagerly"], "simulator_peak_rss_bytes": 400 << 20}))
+    (tmp_path / "rank1").mkdir()
+    (tmp_path / "rank1" / "result.json").write_text("{truncated")
+    s = summarise(two_ranks(), tmp_path)
+    assert s["simulated_time_s"] == 210e-9 and s["ranks_reported"] == 1 and not s["complete"]
+    assert s["per_rank"][0]["reported"] and not s["per_rank"][1]["reported"]
+    assert s["peak_allocated_gib"] == 3.0 and s["ooms"] == 1 and s["host_only_ops"] == 7
+    assert s["flops"] == 3e9 and s["kernels"] == 2 and s["nccl_calls"] == 2
+    assert s["nccl_s"] == 115e-9 and s["exposed_comm_s"] == 90e-9  # means over the two ranks
+    assert s["simulator_peak_rss_gib"] == 400 / 1024 and s["simulator_cpu_s"] == 0.75
+    assert "torch.compile runs eagerly" in s["warnings"]
+    assert any("rank 1's result.json is unreadable" in w for w in s["warnings"])
+    text = io.StringIO()
+    print_summary(s, file=text)
+    out = text.getvalue()
+    assert "1 of 2 ranks wrote result.json" in out and "aten::foo x2" in out and "rank 1 exited with code 3" in out
+    assert "exposed ms" in out  # the per-rank block
+    write_reports(s, two_ranks(), tmp_path, trace=True)
+    for name in ("summary.json", "trace.json", "report.png", "timeline.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_summary_of_a_run_that_never_started(tmp_path):
+    network = NetworkSimulator(Topology(CLUSTER))
+    s = summarise(Coordinator(2, network), tmp_path, processes=[])
+    assert s["simulated_time_s"] == 0 and s["ranks_reported"] == 0 and s["mfu_vs_bf16_peak"] is None
+    write_reports(s, Coordinator(2, network), tmp_path, trace=False)
+    assert (tmp_path / "summary.json").exists() and not (tmp_path / "trace.json").exists()
+    print_summary(s, file=io.StringIO())
+
+
+def test_trace_is_chrome_json_with_a_process_per_rank(tmp_path):
+    c = Coordinator(1, FixedNetwork())
+    side = encode_stream(0, 3)
+    c.submit(0, [KernelRecord(0, 0, 1500, "gemm", 2e9, 1e6, "gemm", "bf16[64, 64]"),
+                 KernelRecord(side, 5, 1, "tiny", kernel_class="elementwise"),
+                 CollectiveRecord(0, 10, (0,), 0, "all_reduce", 250, None, "w"), SyncRequest(1, 20, "device")])
+    c.submit(0, [RankFinished(2000)])
+    path = tmp_path / "trace.json"
+    write_chrome_trace(path, c)
+    events = json.loads(path.read_text())["traceEvents"]
+    assert all(isinstance(e["pid"], int) and e["ph"] in ("X", "M") for e in events)
+    names = {(e["tid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+    assert names == {(0, "host"), (1, "cuda:0 stream 0"), (2, "cuda:0 stream 3")}
+    slices = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert slices["gemm"]["ts"] == 0 and slices["gemm"]["dur"] == 1.5 and slices["gemm"]["cat"] == "gemm"
+    assert slices["gemm"]["args"]["shapes"] == "bf16[64, 64]" and slices["gemm"]["args"]["flops"] == 2e9
+    assert slices["tiny"]["tid"] == 2 and slices["tiny"]["dur"] == 0.001  # nanoseconds survive
+    nccl = slices["all_reduce"]
+    assert (nccl["cat"], nccl["ts"], nccl["dur"]) == ("nccl", 1.5, 0.25)
+    assert nccl["args"]["algorithm"] == "ring" and nccl["args"]["group"] == [0] and nccl["args"]["launch_us"] == 0.01
+    assert slices["cudaDeviceSynchronize"]["tid"] == 0 and slices["cudaDeviceSynchronize"]["dur"] == 1.73
