@@ -468,3 +468,28 @@ def test_identical_results_for_any_interleaving(program_seed, n):
     assert any(s.collectives and s.start_ns < s.collectives[0].start_ns for per_rank in spans for s in per_rank)
     for seed in range(8):
         assert simulate(programs, n, 1000 * program_seed + seed) == reference
+
+
+# --- queries (Note [Queries]) ---------------------------------------------------------------------
+def test_query_of_finished_work_is_done_and_does_not_move_the_host():
+    c = Coordinator(1, FixedNetwork())
+    [(rank, reply)] = c.submit(0, [K(0, 0, 10), SyncRequest(1, 50, "stream", stream_id=0, query=True)])
+    assert (rank, reply) == (0, SyncReply(1, 50, 10))
+    c.submit(0, [K(0, 50, 5), RankFinished(60)])  # the host goes on from 50, not from any wait
+    assert c.host_blocked_ns(0) == 0 and c.done
+
+
+def test_query_of_running_work_is_not_done():
+    c = Coordinator(1, FixedNetwork())
+    [(_, reply)] = c.submit(0, [K(0, 0, 100), SyncRequest(1, 20, "stream", stream_id=0, query=True)])
+    assert reply.ready_ns == -1 and reply.host_ns == 20
+
+
+def test_query_behind_an_unmatched_collective_is_answered_once_the_network_reaches_the_host_time():
+    c = Coordinator(2, FixedNetwork())
+    # rank 0 queries a stream stuck behind an all-reduce rank 1 has not issued yet
+    assert c.submit(0, [AR(0, 0, (0, 1), 0, 100), SyncRequest(1, 40, "stream", stream_id=0, query=True)]) == []
+    # rank 1 is still at host time 10: the answer is not known yet (it could still start the call at 10)
+    assert c.submit(1, [HostTimeRecord(10)]) == []
+    # once rank 1 is past 40 without having issued it, the call cannot end by 40: not done
+    assert c.submit(1, [HostTimeRecord(45)]) == [(0, SyncReply(1, 40, -1))]
