@@ -1,11 +1,15 @@
 """Accuracy benchmark: Phantora's predictions against real H200 runs.
 
-For every single-process configuration of the dev set (`data/reference/h200x4_dev_set.json`,
-measured on real H200s) it runs the same script under `phantora run`, reads the script's own
-JSON result line (its median step time and peak memory, in simulated time), and prints
-measured vs predicted with the error, plus the simulator's own cost.
+For every configuration of `benchmarks/accuracy_configs.json` (the dev set,
+`data/reference/h200x4_dev_set.json`, and our own H200 ground truth, `data/h200/groundtruth/`)
+it runs the same command under Phantora (`phantora run -- python3 SCRIPT ARGS` for one GPU,
+`phantora torchrun TORCHRUN-ARGS SCRIPT ARGS` for several), reads the script's own JSON result line
+(its median step time and peak memory, in simulated time), and prints measured vs predicted with
+the error, plus the simulator's own cost.
 
     python benchmarks/accuracy.py                 # all single-GPU configs
+    python benchmarks/accuracy.py --all           # also the multi-GPU ones (phantora torchrun)
+    python benchmarks/accuracy.py --only llama_l1b_tp2,moe_ep4
     python benchmarks/accuracy.py --no-kernel-db  # analytic cost model only
 """
 
@@ -20,27 +24,68 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEV_SET = REPO / "data" / "reference" / "h200x4_dev_set.json"
-WORKLOADS = REPO / "benchmarks" / "workloads"
+CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
+PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
+sys.path.insert(0, str(REPO / "benchmarks" / "h200"))
+import groundtruth  # noqa: E402  (TorchTitan's log parser, its dataset path)
 
 
-def script_args(config: dict) -> list[str]:
-    args = []
-    for key, value in config["args"].items():
-        args += [f"--{key.replace('_', '-')}", str(value)]
-    return args
+def measured(config: dict) -> dict:
+    """The measurement to compare with: the dev set's where the config is one of it, else ours."""
+    if config["reference"] == "dev_set":
+        return config["dev_set"]
+    m = config["measured"]
+    return {"step_ms": m["step_ms"]["median"], "max_mem_reserved_gib": m["max_mem_reserved_gib"],
+            "max_mem_allocated_gib": m["max_mem_allocated_gib"]}
+
+
+def torchrun_available() -> bool:
+    done = subprocess.run([*PHANTORA, "torchrun", "--help"], capture_output=True, text=True, cwd=REPO)
+    return done.returncode == 0
+
+
+def skip_reason(config: dict, have_torchrun: bool) -> str | None:
+    if config["world"] > 1 and not have_torchrun:
+        return "needs phantora torchrun"
+    if config["module"]:
+        try:
+            import torchtitan  # noqa: F401
+        except ImportError:
+            return "needs torchtitan 0.2.2 installed (benchmarks/workloads/torchtitan/README.md)"
+    return None
+
+
+def phantora_command(config: dict, out: str, steps: int, extra: list[str]) -> list[str]:
+    launch, args = config["launch"], [*config["args"], config["steps_flag"], str(steps)]
+    if config["world"] == 1:
+        return [*PHANTORA, "run", "--gpu", "h200", "--out", out, *extra, "--", *launch, *args]
+    assert launch[0] == "torchrun", launch
+    return [*PHANTORA, "torchrun", "--gpu", "h200", "--out", out, *extra, *launch[1:], *args]
+
+
+def result_line(config: dict, stdout: str) -> dict:
+    """The script's own JSON result line (rank 0's; ranks may be prefixed), or TorchTitan's step logs."""
+    if config["module"]:
+        result = groundtruth.parse({**config, "module": True}, stdout)
+        if result is None:
+            raise StopIteration
+        return result
+    return next(json.loads(line[line.index('{"script"'):]) for line in stdout.splitlines() if '{"script"' in line)
 
 
 def run_config(config: dict, *, steps: int, extra: list[str]) -> dict:
+    if config["module"] and not Path(groundtruth.TT_DATA, "data.json").exists():
+        Path(groundtruth.TT_DATA).mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(REPO / groundtruth.TT / "make_synthetic_c4.py"),
+                        f"{groundtruth.TT_DATA}/data.json"], check=True)
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "phantora.cli.main", "run", "--gpu", "h200", "--out", out, *extra, "--",
-                   "python", str(WORKLOADS / config["script"]), *script_args(config), "--steps", str(steps)]
+        command = phantora_command(config, out, steps, extra)
         started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         wall = time.monotonic() - started
         if done.returncode != 0:
             raise RuntimeError(f"{config['name']}: phantora failed:\n{done.stderr[-3000:]}")
-        result = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"script"'))
+        result = result_line(config, done.stdout + (done.stderr if config["module"] else ""))
         summary = json.loads((Path(out) / "summary.json").read_text())
     return {"result": result, "summary": summary, "wall_s": wall}
 
@@ -53,27 +98,38 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="steps per run (the script's median skips 3)")
     parser.add_argument("--no-kernel-db", action="store_true", help="analytic compute model only")
-    parser.add_argument("--all", action="store_true", help="also multi-GPU configs (needs issue 3)")
+    parser.add_argument("--all", action="store_true", help="also multi-GPU configs (phantora torchrun)")
+    parser.add_argument("--only", default="", help="comma-separated config names (any world size)")
     args = parser.parse_args()
-    dev_set = json.loads(DEV_SET.read_text())
-    configs = [c for c in dev_set["configs"] if args.all or c["world"] == 1]
+    doc = json.loads(CONFIGS.read_text())
+    only = set(filter(None, args.only.split(",")))
+    configs = ([c for c in doc["configs"] if c["name"] in only] if only
+               else [c for c in doc["configs"] if args.all or c["world"] == 1])
     extra = ["--no-kernel-db"] if args.no_kernel_db else []
+    have_torchrun = any(c["world"] > 1 for c in configs) and torchrun_available()
     rows = []
     for config in configs:
+        reason = skip_reason(config, have_torchrun)
+        if reason:
+            print(f"{config['name']}: skipped: {reason}")
+            continue
         run = run_config(config, steps=args.steps, extra=extra)
-        r = run["result"]
+        r, m = run["result"], measured(config)
         rows.append({
             "name": config["name"],
-            "step_ms": (config["step_ms"], 1e3 * r["step_s_median"]),
-            "reserved_gib": (config["max_mem_reserved_gib"], r["max_mem_reserved_gib"]),
-            "allocated_gib": (config["max_mem_allocated_gib"], r["max_mem_alloc_gib"]),
+            "step_ms": (m["step_ms"], 1e3 * r["step_s_median"]),
+            "reserved_gib": (m["max_mem_reserved_gib"], r["max_mem_reserved_gib"]),
+            "allocated_gib": (m["max_mem_allocated_gib"], r.get("max_mem_alloc_gib")),
             "wall_s_per_step": run["wall_s"] / args.steps,
             "rss_gib": run["summary"]["simulator_peak_rss_gib"],
             "generic_ops": run["summary"]["generic_ops"],
         })
-    print(f"hardware: {dev_set['hardware']}")
+    if not rows:
+        print("no configuration ran")
+        return 0
+    print(f"hardware: {doc['hardware']}")
     print(f"cost model: {'analytic only' if args.no_kernel_db else 'measured database + analytic'}")
-    header = f"{'config':<18} {'step ms meas':>12} {'pred':>8} {'err %':>7}   {'reserved GiB meas':>17} {'pred':>7} " \
+    header = f"{'config':<26} {'step ms meas':>12} {'pred':>8} {'err %':>7}   {'reserved GiB meas':>17} {'pred':>7} " \
              f"{'err %':>7}   {'alloc err %':>11}   {'sim s/step':>10} {'RSS GiB':>7}"
     print(header)
     print("-" * len(header))
@@ -82,11 +138,12 @@ def main() -> int:
         (ms, ps), (mr, pr), (ma, pa) = row["step_ms"], row["reserved_gib"], row["allocated_gib"]
         step_errors.append(error_pct(ps, ms))
         mem_errors.append(error_pct(pr, mr))
-        print(f"{row['name']:<18} {ms:>12.1f} {ps:>8.1f} {step_errors[-1]:>+7.1f}   {mr:>17.2f} {pr:>7.2f} "
-              f"{mem_errors[-1]:>+7.1f}   {error_pct(pa, ma):>+11.1f}   {row['wall_s_per_step']:>10.2f} "
+        alloc_err = f"{error_pct(pa, ma):>+11.1f}" if ma is not None and pa is not None else f"{'-':>11}"
+        print(f"{row['name']:<26} {ms:>12.1f} {ps:>8.1f} {step_errors[-1]:>+7.1f}   {mr:>17.2f} {pr:>7.2f} "
+              f"{mem_errors[-1]:>+7.1f}   {alloc_err}   {row['wall_s_per_step']:>10.2f} "
               f"{row['rss_gib']:>7.2f}")
         if row["generic_ops"]:
-            print(f"{'':<18} unmodelled ops: {row['generic_ops']}")
+            print(f"{'':<26} unmodelled ops: {row['generic_ops']}")
     mean = lambda xs: sum(abs(x) for x in xs) / len(xs)  # noqa: E731
     print("-" * len(header))
     print(f"step time |error|: mean {mean(step_errors):.1f} %, max {max(abs(e) for e in step_errors):.1f} %;  "

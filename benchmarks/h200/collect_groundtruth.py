@@ -1,0 +1,147 @@
+"""Store the ground-truth runs in the repo and build benchmarks/accuracy_configs.json.
+
+    # once, after a device call: unpack what benchmarks/h200/groundtruth.py returned
+    python benchmarks/h200/collect_groundtruth.py import CALLTAG /work/.device/N/groundtruth.tar.gz [--runner-log LOG]
+    # rebuild the configs file from data/h200/groundtruth/*.json and the dev set
+    python benchmarks/h200/collect_groundtruth.py configs
+
+`import` writes data/h200/groundtruth/NAME.json (+ logs/NAME.log), data/h200/overlap/*, and
+env_CALLTAG.json; TorchTitan's result is re-parsed from its log with groundtruth.parse.
+`configs` lists every configuration (name, script, world, args as CLI words, measured step_ms
+median and spread, peak memory, source file), the three dev-set configurations first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import groundtruth  # noqa: E402
+
+GT = REPO / "data" / "h200" / "groundtruth"
+OVERLAP = REPO / "data" / "h200" / "overlap"
+DEV_SET = REPO / "data" / "reference" / "h200x4_dev_set.json"
+CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
+
+
+def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[str]):
+    by_name = {c["name"]: c for c in groundtruth.CONFIGS}
+    with tarfile.open(tar_path) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    GT.mkdir(parents=True, exist_ok=True)
+    (GT / "logs").mkdir(exist_ok=True)
+    for name, data in sorted(files.items()):
+        folder, base = name.split("/", 1) if "/" in name else ("", name)
+        if name == "env.json":
+            (GT / f"env_{tag}.json").write_bytes(data)
+        elif folder == "overlap":
+            OVERLAP.mkdir(parents=True, exist_ok=True)
+            (OVERLAP / base).write_bytes(data)
+        elif folder == "groundtruth" and base.endswith(".json"):
+            rec = json.loads(data)
+            log = files.get(f"logs/{rec['name']}.log", b"").decode(errors="replace")
+            if rec["name"] in by_name and by_name[rec["name"]]["module"] and log:
+                result = groundtruth.parse(by_name[rec["name"]], log)  # TorchTitan: one value per step
+                rec["result"] = result
+                rec["step_ms_all"] = [1e3 * t for t in result["step_s_all"]]
+                rec["step_ms"] = groundtruth.spread(rec["step_ms_all"][3:])
+                rec["max_mem_reserved_gib"] = result["max_mem_reserved_gib"]
+                rec["max_mem_allocated_gib"] = None
+            rec["call"] = tag
+            dest = GT / "excluded" if rec["name"] in exclude else GT
+            dest.mkdir(exist_ok=True)
+            suffix = f"_{tag}" if rec["name"] in exclude else ""
+            (dest / f"{rec['name']}{suffix}.json").write_text(json.dumps(rec, indent=1) + "\n")
+            (dest / "logs").mkdir(exist_ok=True)
+            (dest / "logs" / f"{rec['name']}{suffix}.log").write_text(log)
+        elif folder == "groundtruth":
+            (GT / f"{base}_{tag}").write_bytes(data)
+    if runner_log:
+        (GT / f"runner_{tag}.log").write_bytes(runner_log.read_bytes())
+
+
+def build_configs():
+    dev = json.loads(DEV_SET.read_text())
+    out = []
+    recs = {p.stem: json.loads(p.read_text()) for p in sorted(GT.glob("*.json")) if not p.name.startswith("env_")}
+    order = [c["name"] for c in groundtruth.CONFIGS]
+    by_name = {c["name"]: c for c in groundtruth.CONFIGS}
+
+    def entry(rec):
+        c = by_name[rec["name"]]
+        words = groundtruth.command_words(c)
+        return {
+            "name": rec["name"], "script": c["script"], "module": c["module"], "world": rec["world"],
+            "launch": words[:len(words) - len(c["args"])], "args": rec["args"], "command": rec["command"],
+            "steps_flag": "--training.steps" if c["module"] else "--steps",
+            "measured": {
+                "step_ms": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec["step_ms"].items()},
+                "step_ms_all": [round(x, 3) for x in rec["step_ms_all"]], "warmup_steps_excluded": 3,
+                "max_mem_reserved_gib": rec["max_mem_reserved_gib"], "max_mem_allocated_gib": rec["max_mem_allocated_gib"],
+                "date": datetime.datetime.fromtimestamp(rec["started_unix"], datetime.timezone.utc).date().isoformat(),
+                "cuda_visible_devices": rec["cuda_visible_devices"], "concurrent_with": rec["concurrent_with"],
+                "source": str((GT / f"{rec['name']}.json").relative_to(REPO)),
+            },
+            "note": rec.get("note", ""),
+        }
+
+    for d in dev["configs"]:
+        rec = recs.get(d["name"])
+        e = entry(rec) if rec else {"name": d["name"], "script": d["script"], "world": d["world"]}
+        e["reference"] = "dev_set"
+        e["dev_set"] = {"step_ms": d["step_ms"], "max_mem_reserved_gib": d["max_mem_reserved_gib"],
+                        "max_mem_allocated_gib": d["max_mem_allocated_gib"], "args": d["args"],
+                        "source": str(DEV_SET.relative_to(REPO)), "how": dev["how"]}
+        if rec:
+            e["remeasured"] = e.pop("measured")
+        out.append(e)
+    dev_names = {d["name"] for d in dev["configs"]}
+    for name in order:
+        if name in recs and name not in dev_names and recs[name].get("ok"):
+            e = entry(recs[name])
+            e["reference"] = "groundtruth"
+            out.append(e)
+    env = json.loads((GT / "env_call1.json").read_text())
+    doc = {
+        "what": "Accuracy-benchmark configurations with their real-GPU measurements (issue 4). step_ms: per-step wall "
+                "time (torch.cuda.synchronize + perf_counter around a whole step, as each script measures it) over "
+                "the steps after the first 3; median = sorted(steps[3:])[n // 2], as the scripts compute it. Memory: "
+                "torch.cuda.max_memory_reserved/allocated of rank 0 (TorchTitan: its logged peak reserved). "
+                "'reference' says which measurement the benchmark compares against: the dev set's (data/reference) "
+                "or ours (measured). Regenerate: python benchmarks/h200/collect_groundtruth.py configs",
+        "hardware": "4x NVIDIA H200 SXM 141GB (143771 MiB), NVLink NV18 all pairs, driver 580.159.04, "
+                    f"torch {env['torch']['torch']}, CUDA {env['torch']['cuda']}, cuDNN {env['torch']['cudnn']}, "
+                    f"NCCL {env['torch']['nccl']}, Python {env['python'].split()[0]}; NCCL_NVLS_ENABLE=0",
+        "runner": "benchmarks/h200/groundtruth.py",
+        "configs": out,
+    }
+    CONFIGS.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(out)} configs -> {CONFIGS.relative_to(REPO)}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("import")
+    i.add_argument("tag")
+    i.add_argument("tar", type=Path)
+    i.add_argument("--runner-log", type=Path)
+    i.add_argument("--exclude", default="", help="config names whose result is kept under excluded/ (invalid run)")
+    sub.add_parser("configs")
+    a = p.parse_args()
+    if a.cmd == "import":
+        import_call(a.tag, a.tar, a.runner_log, set(filter(None, a.exclude.split(","))))
+    else:
+        build_configs()
+
+
+if __name__ == "__main__":
+    main()
