@@ -112,8 +112,8 @@ def _record(step: tuple, host_ns: int, request_id: int):
         return CollectiveRecord(stream, host_ns, tuple(group), seq, op, size, root, tag)
     if kind == "coalesced":
         _, stream, parts = step
-        return CoalescedRecord(stream, host_ns, tuple(CollectiveRecord(stream, host_ns, tuple(g), seq, op, size, None, tag)
-                                                      for tag, g, seq, op, size in parts))
+        return CoalescedRecord(stream, host_ns, tuple(
+            CollectiveRecord(stream, host_ns, tuple(g), seq, op, size, None, tag) for tag, g, seq, op, size in parts))
     raise ValueError(f"unknown step {step!r}")
 
 
@@ -155,6 +155,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="this rank sends an all_reduce of a different size (a coordinator error)")
     parser.add_argument("--hang-rank", type=int, default=None, help="this rank sleeps forever after connecting")
     parser.add_argument("--no-connect-rank", type=int, default=None, help="this rank exits 0 without connecting")
+    parser.add_argument("--finish-then-fail-rank", type=int, default=None,
+                        help="this rank reports RankFinished at once, then exits 4 (as the runtime does when the "
+                             "program raised)")
     parser.add_argument("--env-dump", action="store_true", help="print the torchrun variables as JSON")
     return parser.parse_args(argv)
 
@@ -200,6 +203,11 @@ def main() -> int:
             traceback.print_exc()
         write_result(Path(config.out_dir), rank, args.exit_code, 0)
         return args.exit_code
+    if rank == args.finish_then_fail_rank:
+        client.send([RankFinished(1)])
+        client.close()
+        print("Traceback (most recent call last):\nValueError: failed after finishing", file=sys.stderr)
+        return 4
     if rank == args.hang_rank:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         time.sleep(3600)

@@ -15,9 +15,11 @@ close before RankFinished ("disconnected"). The server then tells every other ra
 and exit non-zero too, possibly before the culprit's own exit is reaped. A coordinator error
 (mismatched collectives, a deadlock) likewise makes every rank exit non-zero. The server records
 its failure before it tells any rank, so, reading the server's failure *after* reaping exits:
-- a coordinator-side failure is the root cause;
+- a coordinator-side failure is the root cause, except a deadlock that a rank caused by reporting the
+  end of its program (RankFinished) and then exiting non-zero (the runtime finishes even a program
+  that raised): that rank is;
 - a disconnect names the culprit, whatever else exited meanwhile; its process gets
-  `_DISCONNECT_GRACE_S` to exit, so its exit code and traceback are in the report;
+  `_EXIT_GRACE_S` to exit, so its exit code and traceback are in the report;
 - with no server failure, the first rank seen exiting non-zero is the culprit (nobody was told
   anything yet, so it failed on its own).
 """
@@ -44,11 +46,12 @@ from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topo
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import get_gpu_spec
 from phantora.transport.client import TOKEN_ENV_VAR
-from phantora.transport.server import CoordinatorServer
+from phantora.transport.server import CoordinatorServer, ServerFailure
 
 DEFAULT_RANK_ENTRY: tuple[str, ...] = (sys.executable, "-m", "phantora.runtime.bootstrap")
 """The rank process: the runtime's bootstrap, followed by the program's argv."""
-_DISCONNECT_GRACE_S = 2.0
+_EXIT_GRACE_S = 2.0
+"""How long a failing rank's process gets to exit after the server saw the failure (for its exit code)."""
 _DRAIN_TIMEOUT_S = 2.0
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """torchrun's default --signals-to-handle."""
@@ -142,7 +145,7 @@ class LaunchConfig:
         return Path(self.rank_config.out_dir)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Rank:
     rank: int
     local_rank: int
@@ -213,14 +216,18 @@ class _Launcher:
         self.exit_order: list[_Rank] = []
         self.signals = _SignalCatcher()
         self.master_port = (config.torchrun.master_port or _free_port()) if config.torchrun else 0
-        self._disconnect_deadline: float | None = None
+        self._grace_deadline: float | None = None
         self._next_progress = 0.0
         self._progress_records = 0
         self._progress_at = 0.0
 
     def run(self) -> int:
         cfg = self.config
-        _clear_stale_outputs(cfg.out_dir, self.world_size)
+        try:
+            _clear_stale_outputs(cfg.out_dir, self.world_size)
+        except OSError as error:
+            raise LaunchError(f"cannot use the output folder {cfg.out_dir}: {error.strerror or error}") from None
+        _raise_open_file_limit(3 * self.world_size + 64)  # a socket and two pipes per rank
         started = time.monotonic()
         with self.signals:
             self.server.start()
@@ -246,12 +253,19 @@ class _Launcher:
             local_rank = rank % cfg.nproc_per_node
             try:
                 proc = subprocess.Popen(argv, env=self._rank_env(rank, local_rank), process_group=0,
-                                        stdin=subprocess.DEVNULL if cfg.output.captures else None,
-                                        **self.pump.popen_streams())
+                                        stdin=self._rank_stdin(), **self.pump.popen_streams())
             except OSError as error:
                 raise LaunchError(f"cannot start rank {rank} ({argv[0]}): {error}") from None
             self.ranks.append(_Rank(rank, local_rank, proc))
             self.pump.attach(rank, local_rank, proc)
+
+    def _rank_stdin(self) -> int | None:
+        """The launcher's stdin for `phantora run` when it is a file or pipe; else nothing. A rank runs in its
+        own process group (so signals reach it only through the launcher), where reading a terminal
+        would stop it (SIGTTIN); under torchrun, ranks never shared one stdin."""
+        if self.config.output.captures or sys.stdin is None or sys.stdin.isatty():
+            return subprocess.DEVNULL
+        return None
 
     def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
         cfg = self.config
@@ -294,7 +308,8 @@ class _Launcher:
     # --- supervision ------------------------------------------------------------------------------
     def _supervise(self) -> _Outcome:
         cfg = self.config
-        self._next_progress = time.monotonic() + cfg.progress_interval_s
+        self._progress_at = time.monotonic()
+        self._next_progress = self._progress_at + cfg.progress_interval_s
         while True:
             self.pump.poll(cfg.monitor_interval_s)
             self._reap()
@@ -324,15 +339,31 @@ class _Launcher:
         if failure is None:
             failed = next((r for r in self.exit_order if r.exit_code != 0), None)
             return None if failed is None else _Culprit(failed)
+        if failure.kind == "deadlock":
+            return self._deadlock_cause(failure)
         if failure.kind != "disconnect" or failure.rank is None:
-            return CoordinatorFault(failure.message, time.time() - (time.monotonic() - failure.at_s))
+            return _coordinator_fault(failure)
         culprit = self.ranks[failure.rank]
-        if culprit.exit_code is None:
-            if self._disconnect_deadline is None:
-                self._disconnect_deadline = time.monotonic() + _DISCONNECT_GRACE_S
-            if time.monotonic() < self._disconnect_deadline:
-                return None
+        if culprit.exit_code is None and not self._grace_over():
+            return None
         return _Culprit(culprit, note=failure.message)
+
+    def _deadlock_cause(self, failure: ServerFailure) -> _Culprit | CoordinatorFault | None:
+        """A rank that reported the end of its program and then exits non-zero (it failed after the runtime
+        said it was done) left its peers waiting: it is the cause, not the deadlock it produced."""
+        finished = self.server.finished_ranks()
+        failed = next((r for r in self.exit_order if r.rank in finished and r.exit_code != 0), None)
+        if failed is not None:
+            return _Culprit(failed, note="its peers were left waiting for it (the coordinator found a deadlock)")
+        if any(self.ranks[r].exit_code is None for r in finished) and not self._grace_over():
+            return None
+        return _coordinator_fault(failure)
+
+    def _grace_over(self) -> bool:
+        """Whether the processes involved in a server failure have had their time to exit."""
+        if self._grace_deadline is None:
+            self._grace_deadline = time.monotonic() + _EXIT_GRACE_S
+        return time.monotonic() >= self._grace_deadline
 
     def _stop_ranks(self, sig: int) -> None:
         """Send `sig` to every rank still running, give them the grace period, then SIGKILL."""
@@ -358,7 +389,7 @@ class _Launcher:
         if now < self._next_progress:
             return
         p = self.server.progress()
-        rate = (p.records - self._progress_records) / max(now - self._progress_at, 1e-9) if self._progress_at else 0.0
+        rate = (p.records - self._progress_records) / max(now - self._progress_at, 1e-9)
         self._progress_records, self._progress_at = p.records, now
         self._next_progress = now + self.config.progress_interval_s
         alive = sum(r.exit_code is None for r in self.ranks)
@@ -371,11 +402,13 @@ class _Launcher:
         root = self._resolve(outcome.root)
         exit_code = self._exit_code(outcome, root)
         error = None if exit_code == 0 else self._error_line(outcome, root)
+        own = resource.getrusage(resource.RUSAGE_SELF)
         summary = build_summary(
             coordinator=self.coordinator, gpu=get_gpu_spec(cfg.rank_config.gpu), cluster=cfg.cluster,
-            world_size=self.world_size, out_dir=cfg.out_dir, exit_code=exit_code, complete=self.server.finished and exit_code == 0,
+            world_size=self.world_size, out_dir=cfg.out_dir, exit_code=exit_code,
+            complete=self.server.finished and exit_code == 0,
             wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
-            launcher_peak_rss_bytes=_peak_rss_bytes(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss),
+            launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
             error=error)
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
         print_summary(summary, file=self.pump.console_err)
@@ -425,14 +458,27 @@ class _Launcher:
                 return f"{who} stopped before it finished: {root.note.removeprefix('phantora: ')}"
             return f"{who} exited with code {root.exit_code}"
         lines = root.message.strip().splitlines() if root is not None else []
-        return f"the simulation stopped: {lines[0].removeprefix('phantora: ') if lines else 'unknown reason'}"
+        first = lines[0].removeprefix("phantora: ").rstrip(":") if lines else "unknown reason"
+        return f"the simulation stopped: {first}"
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+def _coordinator_fault(failure: ServerFailure) -> CoordinatorFault:
+    return CoordinatorFault(failure.message, time.time() - (time.monotonic() - failure.at_s))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _raise_open_file_limit(needed: int) -> None:
+    """Large jobs need more descriptors than the usual soft limit of 1024; raise it up to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def _peak_rss_bytes(ru_maxrss: int) -> int:

@@ -46,7 +46,8 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--gpu", help=f"GPU model: {', '.join(sorted(load_gpu_specs()))} (nodes as its DGX/HGX)")
     where.add_argument("--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
     p.add_argument("--out", default="phantora-out", help="output folder (default phantora-out/)")
-    p.add_argument("--strict", action="store_true", help="fail on ops that have no cost model instead of estimating them")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on ops that have no cost model instead of estimating them")
     p.add_argument("--no-kernel-db", action="store_true",
                    help="ignore measured kernel times; use the analytic cost model only")
     p.add_argument("--no-trace", action="store_true", help="do not write trace.json")

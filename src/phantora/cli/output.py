@@ -144,7 +144,7 @@ class OutputPump:
     def _open_log(self, rank: int, name: str) -> BinaryIO:
         folder = Path(self.config.log_dir or ".") / "attempt_0" / str(rank)
         folder.mkdir(parents=True, exist_ok=True)
-        log = open(folder / f"{name}.log", "ab")
+        log = open(folder / f"{name}.log", "wb")  # this run's output only, like the other files in --out
         self._logs.append(log)
         return log
 

@@ -78,7 +78,8 @@ def _load_memory(out_dir: Path) -> dict[str, list] | None:
     """Rank 0's memory.json (reports/rank_result.py: time_s, allocated_bytes, reserved_bytes), if usable."""
     try:
         memory = json.loads((out_dir / "rank0" / "memory.json").read_text())
-        if memory["time_s"] and len(memory["time_s"]) == len(memory["reserved_bytes"]) == len(memory["allocated_bytes"]):
+        times = memory["time_s"]
+        if times and len(times) == len(memory["reserved_bytes"]) == len(memory["allocated_bytes"]):
             return memory
     except (OSError, ValueError, KeyError, TypeError):
         pass

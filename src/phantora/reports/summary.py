@@ -101,7 +101,8 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 
 def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
                   out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
-                  launcher_peak_rss_bytes: int, error: str | None = None) -> dict[str, Any]:
+                  launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0,
+                  error: str | None = None) -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
     results, problems = load_rank_results(out_dir, world_size)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
@@ -143,7 +144,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "placeholder_reads": _counter(reported, "placeholders"),
         "warnings": sorted({str(w) for r in reported for w in (r.get("warnings") or [])} | set(problems)),
         "simulator_wall_s": round(wall_s, 3),
-        "simulator_cpu_s": round(sum(p.cpu_s for p in processes), 3),
+        "simulator_cpu_s": round(launcher_cpu_s + sum(p.cpu_s for p in processes), 3),
         "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "per_rank": rows,
@@ -179,7 +180,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         per = " (mean over ranks)" if world > 1 else ""
         rows += [("GPU busy", f"{100 * s['gpu_busy_fraction']:.1f} %{per}")]
         if s["nccl_calls"]:
-            rows.append(("communication", f"NCCL {1e3 * s['nccl_s']:.2f} ms, exposed {1e3 * s['exposed_comm_s']:.2f} ms, "
+            rows.append(("communication", f"NCCL {1e3 * s['nccl_s']:.2f} ms, "
+                                          f"exposed {1e3 * s['exposed_comm_s']:.2f} ms, "
                                           f"waiting for peers {1e3 * s['nccl_wait_s']:.2f} ms{per}"))
         rows += [("host blocked", f"{1e3 * s['host_blocked_s']:.2f} ms{per}"),
                  ("FLOPs / achieved", f"{s['flops']:.3e} / {s['achieved_tflops']:.1f} TFLOP/s per GPU")]

@@ -90,11 +90,14 @@ def main() -> int:
         return 2
     session = install(config)
     code = run_user_program(argv)
+    from phantora.reports.rank_result import write_rank_result
     from phantora.runtime import native
     native.load_shim().phantora_clear_event_callbacks()
-    session.finish()
-    from phantora.reports.rank_result import write_rank_result
-    write_rank_result(session, exit_code=code)
+    try:
+        if code == 0:  # a failed program just disconnects: the launcher then names this rank as the cause
+            session.finish()
+    finally:
+        write_rank_result(session, exit_code=code)
     return code
 
 

@@ -99,6 +99,9 @@ class RankClient:
         self._delay = delay
         self._lock = threading.Lock()
         self._closed = False
+        self._dead: tuple[type[Exception], str] | None = None
+        """Why the connection can no longer be used (the server's Failure, an interrupted request): every
+        later call raises it again, rather than a confusing secondary error."""
 
     @classmethod
     def connect(cls, address: str, rank: int, timeout_s: float = 60.0, *, token: str | None = None) -> "RankClient":
@@ -150,8 +153,17 @@ class RankClient:
             self._check_open()
             if self._delay:
                 self._delay()
-            self._send_frame(encode(records))
-            answer = self._receive()
+            try:
+                self._send_frame(encode(records))
+                answer = self._receive()
+            except BaseException as error:
+                if not isinstance(error, (CoordinatorError, CoordinatorConnectionError)):
+                    # interrupted (KeyboardInterrupt) between request and reply: the coordinator still waits
+                    # to answer, so anything sent now would break the protocol; the connection is done
+                    self._dead = (CoordinatorConnectionError,
+                                  f"phantora: rank {self.rank}'s connection to the coordinator is unusable: "
+                                  f"a request was interrupted ({type(error).__name__})")
+                raise
             if not isinstance(answer, SyncReply) or answer.request_id != request_id:
                 raise CoordinatorConnectionError(
                     f"phantora: rank {self.rank} expected the reply to SyncRequest {request_id}, got {answer!r}")
@@ -171,6 +183,7 @@ class RankClient:
 
     # --- internals --------------------------------------------------------------------------------
     def _check_open(self) -> None:
+        self._raise_if_dead()
         if self._closed:
             raise CoordinatorConnectionError(f"phantora: rank {self.rank}'s connection to the coordinator is closed")
 
@@ -183,8 +196,14 @@ class RankClient:
             raise CoordinatorConnectionError(
                 f"phantora: rank {self.rank} lost its connection to the coordinator (the launcher is gone)") from None
 
+    def _raise_if_dead(self) -> None:
+        if self._dead is not None:
+            kind, message = self._dead
+            raise kind(message)
+
     def _raise_if_stopped(self) -> None:
         """Raise if the server has sent something (only a Failure can arrive unasked) or closed."""
+        self._raise_if_dead()
         try:
             peek = self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
@@ -208,5 +227,7 @@ class RankClient:
             raise CoordinatorConnectionError(
                 f"phantora: rank {self.rank} lost its connection to the coordinator (the launcher is gone)")
         if isinstance(answer, Failure):
-            raise CoordinatorError(f"phantora: the simulation stopped: {answer.message}")
+            self._dead = (CoordinatorError,
+                          f"phantora: the simulation stopped: {answer.message.removeprefix('phantora: ')}")
+            self._raise_if_dead()
         return answer

@@ -41,7 +41,7 @@ _SEND_TIMEOUT_S = 30.0
 """A rank that does not take a small reply within this long is stuck; the run fails rather than hangs."""
 _FAILURE_SEND_TIMEOUT_S = 1.0
 
-FailureKind = Literal["disconnect", "coordinator", "protocol", "internal"]
+FailureKind = Literal["disconnect", "deadlock", "coordinator", "protocol", "internal"]
 
 
 class RecordSink(Protocol):
@@ -63,9 +63,10 @@ class ServerFailure:
     """Why the simulation stopped early."""
 
     kind: FailureKind
-    """disconnect: a rank's process went away before finishing; coordinator: the coordinator rejected the
-    records (ProtocolError, CollectiveMismatchError, DeadlockError); protocol: a bad message on the wire;
-    internal: a bug in Phantora (the message has the traceback)."""
+    """disconnect: a rank's process went away before finishing; deadlock: the coordinator's DeadlockError
+    (nothing can progress); coordinator: the coordinator rejected the records (ProtocolError,
+    CollectiveMismatchError); protocol: a bad message on the wire; internal: a bug in Phantora (the message
+    has the traceback)."""
     message: str
     rank: int | None = None
     """The rank it concerns, when there is one."""
@@ -108,7 +109,8 @@ class CoordinatorServer:
         self.world_size = world_size
         self.token = secrets.token_hex(16) if token is None else token
         """Ranks must present this in their Hello (RankClient reads it from $PHANTORA_COORDINATOR_TOKEN)."""
-        self._listener = socket.create_server((host, 0))
+        # a backlog for every rank: they all connect at once (the kernel caps it at somaxconn)
+        self._listener = socket.create_server((host, 0), backlog=max(128, world_size))
         self._listener.setblocking(False)
         bound_host, port = self._listener.getsockname()[:2]
         self.address = f"{bound_host}:{port}"
@@ -121,7 +123,7 @@ class CoordinatorServer:
         self._control: queue.SimpleQueue = queue.SimpleQueue()
         self._conns: set[_Conn] = set()
         self._by_rank: dict[int, _Conn] = {}
-        self._finished_ranks = 0
+        self._finished_ranks: set[int] = set()
         self._records = 0
         self._batches = 0
         self._failure: ServerFailure | None = None
@@ -163,9 +165,13 @@ class CoordinatorServer:
     def failure(self) -> ServerFailure | None:
         return self._failure
 
+    def finished_ranks(self) -> frozenset[int]:
+        """Ranks whose RankFinished arrived (read from another thread: may be a moment old)."""
+        return frozenset(self._finished_ranks)
+
     def progress(self) -> ServerProgress:
         return ServerProgress(self._records, self._batches, self.coordinator.safe_ns, len(self._by_rank),
-                              self._finished_ranks)
+                              len(self._finished_ranks))
 
     def close(self) -> None:
         """Stop (if serving) and release the sockets; waits for the serving thread."""
@@ -259,19 +265,23 @@ class CoordinatorServer:
         if type(batch) is not list:
             self._fail("protocol", f"rank {rank} sent {type(batch).__name__} where a record batch belongs", rank)
             return
+        finishing = bool(batch) and type(batch[-1]) is RankFinished
+        if finishing:  # before submit: the finish may be what leaves the others deadlocked
+            conn.finished = True
+            self._finished_ranks.add(rank)
         try:
             replies = self.coordinator.submit(rank, batch)
-        except (ProtocolError, CollectiveMismatchError, DeadlockError) as error:
+        except DeadlockError as error:
+            self._fail("deadlock", str(error))
+            return
+        except (ProtocolError, CollectiveMismatchError) as error:
             self._fail("coordinator", str(error), rank if isinstance(error, ProtocolError) else None)
             return
         self._records += len(batch)
         self._batches += 1
-        if batch and type(batch[-1]) is RankFinished:
-            conn.finished = True
-            self._finished_ranks += 1
         for to_rank, reply in replies:
             self._send(self._by_rank[to_rank], encode(reply))
-        if self._finished_ranks == self.world_size:
+        if finishing and len(self._finished_ranks) == self.world_size:
             self._on_all_finished()
 
     def _on_all_finished(self) -> None:

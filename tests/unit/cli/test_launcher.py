@@ -45,14 +45,14 @@ def script(tmp_path):
 @pytest.fixture
 def simulate(tmp_path, script):
     """`phantora <command> [options] train.py ARGS`, in this process, with the stand-in as the rank program."""
-    def run(command: str, *options: str, args: tuple[str, ...] = (), out: str = "out") -> Run:
+    def run(command: str, *options: str, args: tuple[str, ...] = (), out: str = "out", **overrides) -> Run:
         out_dir = tmp_path / out
         words = [command, "--gpu", "h200", "--out", str(out_dir), *options, script, *args]
         if command == "run":
             words.insert(len(words) - len(args) - 1, "--")
         config, _ = config_from_args(build_parser().parse_args(words))
         config = dataclasses.replace(config, rank_entry=(sys.executable, str(STAND_IN)), shutdown_grace_s=5.0,
-                                     monitor_interval_s=0.02)
+                                     monitor_interval_s=0.02, **overrides)
         stdout, stderr = io.StringIO(), io.StringIO()
         code = launch(config, console_out=stdout, console_err=stderr)
         return Run(code, stdout.getvalue(), stderr.getvalue(), out_dir)
@@ -138,6 +138,14 @@ def test_a_coordinator_error_is_the_root_cause(simulate):
     assert not run.summary["complete"]
 
 
+def test_a_rank_that_fails_after_finishing_is_the_cause_of_the_deadlock_it_leaves(simulate):
+    run = simulate("torchrun", "--nproc-per-node", "2", args=("--finish-then-fail-rank", "1"))
+    assert run.code == 1
+    root = run.err[run.err.index("Root Cause"):]
+    assert "rank      : 1 (local_rank: 1)" in root and "exitcode  : 4" in root
+    assert "peers were left waiting" in root and "ValueError: failed after finishing" in root
+
+
 def test_a_rank_that_never_connects_is_a_failure(simulate):
     run = simulate("torchrun", "--nproc-per-node", "2", args=("--no-connect-rank", "1"))
     assert run.code == 1
@@ -145,11 +153,12 @@ def test_a_rank_that_never_connects_is_a_failure(simulate):
     assert "rank      : 1 (local_rank: 1)" in run.err and "exitcode  : 0" in run.err
 
 
-def test_filters_redirects_and_tee(simulate, tmp_path):
+def test_filters_redirects_tee_and_progress(simulate, tmp_path):
     logs = tmp_path / "logs"
     run = simulate("torchrun", "--nproc-per-node", "3", "--local-ranks-filter", "0,1", "-r", "1:3", "-t", "0:1",
-                   "--log-dir", str(logs))
+                   "--log-dir", str(logs), "--progress", args=("--rounds", "40"), progress_interval_s=0.01)
     assert run.code == 0, run.err
+    assert "phantora: simulated " in run.err and " records/s | " in run.err
     assert {line.split(":", 1)[0] for line in run.out.splitlines()} == {"[rank0]"}  # 1 redirected, 2 filtered
     assert "[rank1]" not in run.err and "[rank2]" not in run.err and "[rank0]:rank 0 stderr line" in run.err
     assert (logs / "attempt_0" / "0" / "stdout.log").read_text().startswith("hello 0 from rank 0")
