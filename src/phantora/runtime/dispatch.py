@@ -148,9 +148,10 @@ class KernelRecorder:
             return
         outputs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
         device = _cuda_index(outputs)
+        flat = spec = None
         if device is None:
-            inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            device = _cuda_index(inputs)
+            flat, spec = tree_flatten((args, kwargs))
+            device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
         stream_id = self.current_stream_id(device)
@@ -161,8 +162,10 @@ class KernelRecorder:
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
         if self.unwaited or shadows:
-            inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            propagated = bool(shadows) and shadows.propagate(func, args, kwargs, out)
+            if flat is None:
+                flat, spec = tree_flatten((args, kwargs))
+            inputs = [a for a in flat if isinstance(a, torch.Tensor)]
+            propagated = bool(shadows) and shadows.propagate(func, flat, spec, out)
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
 

@@ -450,8 +450,9 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         data = self._store.get(f"phantora/p2p-objects/{peer}-{me}/{n}")
         return pickle.loads(data), len(data)
 
-    def exchange_objects(self, obj: Any, *, sources: list[int] | None = None) -> dict[int, Any]:
-        """Publish `obj` (if this rank is a source) and read every source's object, by group rank."""
+    def exchange_objects(self, obj: Any, *, sources: list[int] | None = None) -> dict[int, tuple[Any, int]]:
+        """Publish `obj` (if this rank is a source) and read every source's object and its pickled
+        size, by group rank."""
         call = self._object_calls
         self._object_calls += 1
         me = self.rank()
@@ -460,7 +461,8 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         if me in sources:
             self._store.set(f"{key}/{me}", pickle.dumps(obj))
         _session.link.flush()  # the others may wait on our GPU work while we wait on the store
-        return {r: pickle.loads(self._store.get(f"{key}/{r}")) for r in sources}
+        received = {r: self._store.get(f"{key}/{r}") for r in sources}
+        return {r: (pickle.loads(data), len(data)) for r, data in received.items()}
 
 
 def create_simulated_nccl(store: dist.Store, rank: int, size: int, options: _Options) -> SimulatedNcclGroup:
@@ -490,9 +492,9 @@ def _charge_object_collective(pg: SimulatedNcclGroup, op: str, payload_bytes: in
 def all_gather_object(object_list: list[Any], obj: Any, group: dist.ProcessGroup | None = None) -> None:
     pg = _group(group)
     objects = pg.exchange_objects(obj)
-    _charge_object_collective(pg, "all_gather", pg.size() * max(len(pickle.dumps(o)) for o in objects.values()))
+    _charge_object_collective(pg, "all_gather", pg.size() * max(size for _, size in objects.values()))
     for r in range(pg.size()):
-        object_list[r] = objects[r]
+        object_list[r] = objects[r][0]
 
 
 def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
@@ -500,18 +502,18 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     pg = _group(group)
     root = group_dst if group_dst is not None else (c10d.get_group_rank(pg, dst) if dst is not None else 0)
     objects = pg.exchange_objects(obj)
-    _charge_object_collective(pg, "all_gather", pg.size() * max(len(pickle.dumps(o)) for o in objects.values()))
+    _charge_object_collective(pg, "all_gather", pg.size() * max(size for _, size in objects.values()))
     if pg.rank() == root and object_gather_list is not None:
         for r in range(pg.size()):
-            object_gather_list[r] = objects[r]
+            object_gather_list[r] = objects[r][0]
 
 
 def broadcast_object_list(object_list: list[Any], src: int | None = None, group: dist.ProcessGroup | None = None,
                           device: torch.device | None = None, group_src: int | None = None) -> None:
     pg = _group(group)
     root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
-    sent = pg.exchange_objects(list(object_list), sources=[root])[root]
-    _charge_object_collective(pg, "broadcast", len(pickle.dumps(sent)))
+    sent, size = pg.exchange_objects(list(object_list), sources=[root])[root]
+    _charge_object_collective(pg, "broadcast", size)
     object_list[:] = sent
 
 
@@ -520,7 +522,7 @@ def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_in
                         group_src: int | None = None) -> None:
     pg = _group(group)
     root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
-    sent = pg.exchange_objects(list(scatter_object_input_list or []), sources=[root])[root]
+    sent, _ = pg.exchange_objects(list(scatter_object_input_list or []), sources=[root])[root]
     _charge_object_collective(pg, "broadcast", max(len(pickle.dumps(o)) for o in sent) if sent else 0)
     scatter_object_output_list[0] = sent[pg.rank()]
 
@@ -561,7 +563,7 @@ def verify_param_shapes_across_processes(process_group: dist.ProcessGroup, tenso
     pg = _group(process_group)
     mine = [(tuple(t.shape), str(t.dtype)) for t in tensors]
     theirs = pg.exchange_objects(mine)
-    for r, shapes in sorted(theirs.items()):
+    for r, (shapes, _) in sorted(theirs.items()):
         if shapes != mine:
             raise RuntimeError(f"DDP expects the same parameters on every rank: rank {pg.rank()} has {len(mine)} "
                                f"parameters, rank {r} has {len(shapes)} (or their shapes or dtypes differ)")

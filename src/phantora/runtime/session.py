@@ -125,8 +125,8 @@ class Session:
     # -- synchronisation ---------------------------------------------------------------------
     def synchronize_device(self, device: int) -> None:
         with self.lock:
-            if self.config.devices_per_process == 1:
-                self.link.sync("device")
+            if all(key[0] == device for key in self._streams_used):
+                self.link.sync("device")  # the usual case: the rank's work is all on this device
             else:  # the coordinator sees one device per rank: wait for this device's streams one by one
                 for key in sorted(k for k in self._streams_used if k[0] == device):
                     self.link.sync("stream", stream_id=encode_stream(*key))

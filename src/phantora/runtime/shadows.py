@@ -55,10 +55,10 @@ class Shadows:
     def set(self, t: torch.Tensor, values: torch.Tensor) -> None:
         self._by_storage[t.untyped_storage()._cdata] = (_view(t), values)
 
-    def propagate(self, func, args: tuple, kwargs: dict, out) -> bool:
-        """Run `func` for real if every fake tensor input has a shadow; shadow its results. Returns
-        whether it did (then the op's written inputs keep valid shadows)."""
-        flat, spec = tree_flatten((args, kwargs))
+    def propagate(self, func, flat: list, spec, out) -> bool:
+        """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
+        `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
+        the op's written inputs keep valid shadows)."""
         real = []
         for a in flat:
             if isinstance(a, FakeTensor):
