@@ -100,6 +100,7 @@ def main() -> int:
     parser.add_argument("--no-kernel-db", action="store_true", help="analytic compute model only")
     parser.add_argument("--all", action="store_true", help="also multi-GPU configs (phantora torchrun)")
     parser.add_argument("--only", default="", help="comma-separated config names (any world size)")
+    parser.add_argument("--json", type=Path, help="also write the rows here, rewritten after every config")
     args = parser.parse_args()
     doc = json.loads(CONFIGS.read_text())
     only = set(filter(None, args.only.split(",")))
@@ -124,6 +125,11 @@ def main() -> int:
             "rss_gib": run["summary"]["simulator_peak_rss_gib"],
             "generic_ops": run["summary"]["generic_ops"],
         })
+        (ms, ps), (mr, pr) = rows[-1]["step_ms"], rows[-1]["reserved_gib"]
+        print(f"{config['name']}: step {ps:.1f} ms vs {ms:.1f} ({error_pct(ps, ms):+.1f} %), reserved {pr:.2f} GiB "
+              f"vs {mr:.2f} ({error_pct(pr, mr):+.1f} %), {run['wall_s']:.0f} s wall", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
     if not rows:
         print("no configuration ran")
         return 0

@@ -42,7 +42,9 @@ from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_repo
 from phantora.cli.output import OutputConfig, OutputPump
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
+from phantora.models.interference import H200_SHARING, GpuSharing
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
+from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import get_gpu_spec
 from phantora.transport.client import TOKEN_ENV_VAR
@@ -117,6 +119,8 @@ class LaunchConfig:
     """The command a rank process runs, followed by the program's argv (tests use a stand-in rank)."""
     launch_latency_ns: int = 0
     """The coordinator's launch latency; 0 because the host model already charges launches."""
+    sharing: GpuSharing = H200_SHARING
+    """How compute and NCCL kernels slow each other on one GPU (models/interference.py)."""
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:
@@ -207,8 +211,9 @@ class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
         self.config = config
         self.world_size = config.world_size
-        network = NetworkSimulator(Topology(config.cluster))
-        self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns)
+        network = NetworkSimulator(Topology(config.cluster), busy_slowdown=config.sharing.nccl_slowdown)
+        self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
+                                       sharing=config.sharing)
         self.server = CoordinatorServer(self.coordinator, self.world_size)
         role = config.torchrun.role if config.torchrun else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
@@ -411,6 +416,7 @@ class _Launcher:
             launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
             error=error)
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
+        merge_rank_ops(cfg.out_dir, self.world_size, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
         print_summary(summary, file=self.pump.console_err)
         if root is not None and cfg.torchrun is not None:
             others = self._other_failures(root, outcome.cutoff_s)
@@ -510,11 +516,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 def _clear_stale_outputs(out_dir: Path, world_size: int) -> None:
     """Remove what an earlier run left in the output folder, so it never mixes into this run's reports."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("summary.json", "trace.json", "report.png", "timeline.png"):
+    for name in ("summary.json", "trace.json", "report.png", "timeline.png", OPS_FILE):
         (out_dir / name).unlink(missing_ok=True)
     for rank_dir in out_dir.glob("rank*"):
         if rank_dir.is_dir() and rank_dir.name[4:].isdigit():
-            for name in ("result.json", "memory.json", "error.json", "trace.json"):
+            for name in ("result.json", "memory.json", "error.json", "trace.json", OPS_FILE):
                 (rank_dir / name).unlink(missing_ok=True)
 
 

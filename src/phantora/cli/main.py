@@ -3,6 +3,8 @@
     phantora run --gpu h200 -- python train.py --batch 8
     phantora run --cluster cluster.toml --out results/ train.py --batch 8
     phantora torchrun --gpu h100 --nnodes 2 --nproc-per-node 8 train.py --batch 8
+    phantora profile phantora-out/ --out my_h200.jsonl      # measure the run's ops on this machine's GPU
+    phantora run --gpu h200 --kernel-db my_h200.jsonl -- python train.py
 
 Both commands take the same path: the launcher hosts the coordinator server and starts one rank
 process per simulated GPU (one for `run`). Bad input is one line on stderr and exit code 2.
@@ -18,6 +20,7 @@ from typing import NoReturn
 from phantora import __version__
 from phantora.cli.launch import DEFAULT_RANK_ENTRY, LaunchConfig, LaunchError, ProgramSpec, launch
 from phantora.cli.output import OutputConfig
+from phantora.cli.profile import add_profile_arguments, run_profile, start_on_the_fly
 from phantora.cli.torchrun import (
     TorchrunArgumentError,
     add_torchrun_arguments,
@@ -26,6 +29,8 @@ from phantora.cli.torchrun import (
 )
 from phantora.config.run import RankConfig
 from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
+from phantora.profiler.database import combined_database
+from phantora.profiler.onthefly import OnTheFlyError
 from phantora.specs import UnknownGpuError, get_gpu_spec, load_gpu_specs
 
 
@@ -49,7 +54,15 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail on ops that have no cost model instead of estimating them")
     p.add_argument("--no-kernel-db", action="store_true",
-                   help="ignore measured kernel times; use the analytic cost model only")
+                   help="ignore the shipped measured kernel times (--kernel-db files still count)")
+    p.add_argument("--kernel-db", action="append", default=[], metavar="DB.jsonl",
+                   help="extra measured kernel database (`phantora profile` output), merged over the shipped "
+                        "one; repeatable, the last given wins ties")
+    p.add_argument("--profile-on-the-fly", action="store_true",
+                   help="measure ops that no database has on this machine's real GPU, once, and cache them")
+    p.add_argument("--profile-cache", metavar="DIR",
+                   help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
+    p.add_argument("--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
     p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr every few seconds (default: when stderr is a terminal)")
@@ -72,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="phantora torchrun [phantora options] [torchrun options] SCRIPT ARGS")
     _add_phantora_options(torchrun)
     add_torchrun_arguments(torchrun)
+    profile = commands.add_parser(
+        "profile", help="measure recorded op signatures on this machine's GPU into a kernel database",
+        description="phantora profile OPS.jsonl|OUT_DIR ... --out DB.jsonl  (or --script train.py ARGS)")
+    add_profile_arguments(profile)
     return parser
 
 
@@ -128,10 +145,23 @@ def _node_gpus(gpu: str) -> int:
     return GPU_FAMILY_DEFAULTS[_gpu_key(gpu)].gpus_per_node
 
 
-def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
+def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
+    """--kernel-db files, checked here (format, GPU) so a bad one fails before any rank starts."""
     try:
-        return RankConfig(gpu=_gpu_key(gpu), devices_per_process=devices, out_dir=args.out, strict=args.strict,
-                          use_kernel_database=not args.no_kernel_db, trace=not args.no_trace)
+        combined_database(gpu, paths, packaged=False)
+    except OSError as error:
+        raise CliError(f"--kernel-db: {error.filename}: {error.strerror}") from None
+    except ValueError as error:
+        raise CliError(f"--kernel-db: {error}") from None
+    return tuple(str(Path(p).resolve()) for p in paths)
+
+
+def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
+    key = _gpu_key(gpu)
+    try:
+        return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
+                          use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,
+                          kernel_databases=_kernel_databases(args.kernel_db, key))
     except ValueError as error:
         raise CliError(str(error)) from None
 
@@ -205,17 +235,25 @@ def _prepare_native_shim() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    worker = None
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "profile":
+            return run_profile(args)
         config, notes = config_from_args(args)
         for note in notes:
             print(f"phantora: note: {note}", file=sys.stderr)
         if config.rank_entry == DEFAULT_RANK_ENTRY:
             _prepare_native_shim()
+        if args.profile_on_the_fly:
+            config, worker = start_on_the_fly(config, cache_dir=args.profile_cache, device=args.profile_device)
         return launch(config)
-    except (CliError, LaunchError, TorchrunArgumentError) as error:
+    except (CliError, LaunchError, TorchrunArgumentError, OnTheFlyError) as error:
         print(f"phantora: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        if worker is not None:
+            worker.stop()
 
 
 if __name__ == "__main__":

@@ -30,10 +30,17 @@ class RankConfig:
     """host:port of the launcher's coordinator server, which places this rank's GPU work."""
     trace: bool = True
     """Write a Perfetto/Chrome trace of the simulated timeline."""
+    kernel_databases: tuple[str, ...] = ()
+    """Extra measured-kernel databases (`--kernel-db`, `phantora profile` output), merged over the
+    packaged one; on a tie the last given wins (profiler/database.py Note [Which database entry wins])."""
+    profile_worker: str = ""
+    """"host:port#token" of the on-the-fly profiler worker (`--profile-on-the-fly`), which measures ops
+    that no database has on the real GPU; empty: off."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.devices_per_process <= 64:
             raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")
+        object.__setattr__(self, "kernel_databases", tuple(self.kernel_databases))  # a list after JSON
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

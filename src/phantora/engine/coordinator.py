@@ -61,6 +61,20 @@ ever change: if a rank is still blocked, or a collective still lacks a member wh
 finished, that is a deadlock of the program (mismatched collectives, as on a real cluster hang),
 reported as `DeadlockError` naming what is missing. Finished ranks impose no bound.
 
+Note: [Compute beside NCCL]
+With a `GpuSharing` model (models/interference.py), compute kernels and NCCL operations of one GPU
+slow each other down. A kernel's duration then depends on whether an NCCL operation of its rank is
+in flight when it starts, which is final only once the network has reached that time: a kernel
+whose start S lies beyond the network's time waits, unplaced, and the streams behind it with it.
+Such a kernel is a new end of the chain in Note [Conservative safe time] (whatever is behind it
+starts at or after S), so S joins the bound: the network advances to min(X, earliest waiting
+kernel start), the kernels due are placed (scaled by `compute_slowdown` if an operation with
+member start before S has not completed by S), and each placement tells the network that the GPU
+computes from S to the kernel's end (`mark_compute`), which slows that GPU's NCCL flows. A reply
+becomes final once its kernels are placed, as before; and a rank's clock is never behind the
+network's time (replies are released, and the rank counts in the bound, at its kernels' end).
+Without a sharing model kernels are placed at once, as in Note [Placing work on streams].
+
 Note: [Queries]
 A query (`cudaStreamQuery`, `cudaEventQuery`) asks whether work is done by the rank's host time h
 without blocking the host. The querying rank keeps h as its clock in the bound X, since its next
@@ -80,10 +94,12 @@ depends on the interleaving. Query results are sorted canonically, never in dict
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 
 from phantora.engine.intervals import union_length
+from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
@@ -222,7 +238,7 @@ class _Call:
 class _Rendezvous:
     """One operation across its members: filled as their records arrive and their streams reach it."""
 
-    __slots__ = ("key", "net_op", "size_bytes", "root", "ops", "calls", "unreached", "result")
+    __slots__ = ("key", "net_op", "size_bytes", "root", "ops", "calls", "unreached", "result", "start_ns")
 
     def __init__(self, key: MatchKey, net_op: str, size_bytes: int, root: int | None) -> None:
         self.key = key
@@ -235,6 +251,8 @@ class _Rendezvous:
         self.unreached = len(key[1])
         """Members whose stream has not reached the operation yet (or whose record is still to come)."""
         self.result: CollectiveResult | None = None
+        self.start_ns = 0
+        """When the operation starts on the network (set when the last member reaches it)."""
 
 
 class _Stream:
@@ -274,7 +292,8 @@ class _Rank:
 class Coordinator:
     """Owns every rank's GPU timeline and the network; answers sync requests. See the module Notes."""
 
-    def __init__(self, world_size: int, network: NetworkSimulator, *, launch_latency_ns: int = 0) -> None:
+    def __init__(self, world_size: int, network: NetworkSimulator, *, launch_latency_ns: int = 0,
+                 sharing: GpuSharing = NO_SHARING) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")
         if launch_latency_ns < 0:
@@ -294,6 +313,14 @@ class Coordinator:
         """Ranks waiting for the answer to a query, which the network's progress alone can decide."""
         self._bound: int | None = 0
         self._bound_dirty = False
+        self.sharing = sharing
+        self._shared = sharing != NO_SHARING
+        if self._shared and getattr(network, "busy_slowdown", None) != sharing.nccl_slowdown:
+            raise ValueError(f"the network's busy_slowdown must be the sharing model's nccl_slowdown "
+                             f"({sharing.nccl_slowdown})")
+        self._waiting_kernels: list[tuple[int, int, int]] = []
+        """(start_ns, rank, stream_id) of streams whose next kernel waits for the network's time."""
+        self._waiting_streams: set[tuple[int, int]] = set()
 
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
@@ -315,7 +342,15 @@ class Coordinator:
         net = self.network
         replies: list[tuple[int, SyncReply]] = []
         while True:
+            if self._waiting_kernels and self._waiting_kernels[0][0] <= net.now_ns:
+                self._wake_kernels()
+                self._settle()
+                replies += self._release()
+                continue
             bound = self._active_bound()
+            if self._waiting_kernels:
+                first = self._waiting_kernels[0][0]
+                bound = first if bound is None else min(bound, first)
             nxt = net.next_event_ns()
             if nxt is not None and (bound is None or nxt <= bound):
                 safe_ns = nxt
@@ -327,6 +362,22 @@ class Coordinator:
                 self._complete(completion)
             self._settle()
             replies += self._release()
+
+    def _wake_kernels(self) -> None:
+        """Schedule the streams whose waiting kernel starts by the network's time."""
+        now = self.network.now_ns
+        heap = self._waiting_kernels
+        while heap and heap[0][0] <= now:
+            _, rank, stream_id = heapq.heappop(heap)
+            self._waiting_streams.discard((rank, stream_id))
+            self._schedule(self._ranks[rank].streams[stream_id])
+
+    def _kernel_factor(self, rank: int, start_ns: int) -> float:
+        """Note [Compute beside NCCL]: the compute slowdown if an NCCL operation of `rank` is in flight."""
+        for rv in self._in_network.values():
+            if rv.start_ns < start_ns and rank in rv.key[1]:
+                return self.sharing.compute_slowdown
+        return 1.0
 
     # --- receiving --------------------------------------------------------------------------------
     def _accept(self, rk: _Rank, record: Record) -> None:
@@ -462,7 +513,18 @@ class Coordinator:
             kind = type(item)
             if kind is KernelRecord:
                 start = max(item.host_ns + latency, s.tail_ns)
-                end = start + item.duration_ns
+                duration = item.duration_ns
+                if self._shared:
+                    now = self.network.now_ns
+                    if start > now:  # Note [Compute beside NCCL]
+                        if (rank, s.stream_id) not in self._waiting_streams:
+                            self._waiting_streams.add((rank, s.stream_id))
+                            heapq.heappush(self._waiting_kernels, (start, rank, s.stream_id))
+                        break
+                    assert start == now, (start, now)
+                    duration = round(duration * self._kernel_factor(rank, start))
+                    self.network.mark_compute(rank, start, start + duration)
+                end = start + duration
                 s.spans.append(Span(rank, s.stream_id, item.name, item.host_ns, start, end, item.flops, item.bytes,
                                      item.kernel_class, item.detail))
                 s.tail_ns = end
@@ -495,6 +557,7 @@ class Coordinator:
         """Every member has reached the operation: it starts on the network when the last one did."""
         tag, group, seq = rv.key
         start_ns = max(rv.calls[g].member_start_ns for g in group)
+        rv.start_ns = start_ns
         self._in_network[rv.key] = rv
         if rv.net_op == "send_recv":
             self.network.submit_p2p(src=group[0], dst=group[1], size_bytes=rv.size_bytes, start_ns=start_ns,
@@ -596,7 +659,7 @@ class Coordinator:
 
     def _check_progress(self) -> None:
         """With no rank active and the network idle, anything still waiting waits forever."""
-        if self._active_bound() is not None or self.network.next_event_ns() is not None:
+        if self._active_bound() is not None or self.network.next_event_ns() is not None or self._waiting_kernels:
             return
         blocked = [rk for rk in self._ranks if rk.state == _BLOCKED]
         if blocked or self._open_rendezvous() or any(s.queue for rk in self._ranks for s in rk.streams.values()):

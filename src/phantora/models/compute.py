@@ -628,6 +628,12 @@ class ComputeModel:
         """The analytic (or generic) estimate alone, ignoring the database."""
         return self._analytic(op)
 
+    def add_measurement(self, op: OpCall, entry: DbEntry) -> KernelEstimate:
+        """Add a measured entry to the database (on-the-fly profiling) and return the op's new estimate."""
+        self.database.add(op, entry)
+        self._cache.clear()  # other cached ops may now hit the entry through its loose key
+        return self.estimate(op)
+
     # -- internals ---------------------------------------------------------------------------
     def _gap(self, n_kernels: int) -> float:
         return self.cal.kernel_gap_ns * n_kernels

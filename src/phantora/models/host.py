@@ -1,19 +1,35 @@
-"""Host (CPU) cost model: the time eager PyTorch spends on the CPU per intercepted op.
+"""Host (CPU) cost model: the time eager PyTorch spends on the CPU to issue a training step.
 
-A simulated rank's host clock advances by these amounts as its script issues ops; the GPU
-timeline starts each kernel no earlier than the host time it was launched at. The constants are
-deterministic numbers measured on the H200 machine's CPU (16-core VM, torch 2.11.0+cu130,
-Python 3.12) — see docs/compute-model.md, "Host model":
+A simulated rank's host clock advances by these amounts as its script runs; the GPU timeline
+starts each kernel no earlier than the host time it was launched at, so a step whose host work
+outlasts its GPU work (small models, many small kernels: "launch-bound") is as long as its host
+work. Deterministic: every cost is a constant times something the runtime counts.
 
-- `launch_ns`, `view_ns`, `alloc_ns`, `gemm_extra_ns`, `attention_extra_ns`, the foreach terms,
-  `sync_ns` and `item_ns` come from microbenchmarks: N back-to-back calls on tiny tensors with no
-  synchronisation (benchmarks/h200/measure_host.py, data/h200/call1/host.json).
-- `framework_ns` is the rest of a real training step's host time, spread over its kernel ops: the
-  user's Python between ops, nn.Module calls, autograd graph recording and the backward engine,
-  autocast. Fitted on the llama benchmark's op sequence run with tiny shapes so the step is
-  host-bound (benchmarks/h200/measure_phases.py, data/h200/call3/phases.json): forward 29.8 ms for
-  1537 kernel ops + 1466 views, backward 47-53 ms for 2739 kernel ops + 2142 views.
-  Measurements on this VM varied by up to ±30% between steps and machines.
+What is charged (constants measured on the H200 machine's CPU, 16-core VM, torch 2.11.0+cu130,
+Python 3.12 — see docs/compute-model.md, "Host model"):
+
+- every intercepted op: C++ dispatch + launch (`launch_ns`, `alloc_output_ns`, the gemm / attention
+  / foreach / fused terms), views and allocations (`view_ns`, `alloc_ns`), syncs and `.item()`.
+  These come from microbenchmarks: N back-to-back calls on tiny tensors with no synchronisation
+  (benchmarks/h200/measure_host.py, data/h200/call1/host.json).
+- a kernel op issued from Python (not by the autograd engine): `framework_ns` — Python binding,
+  autograd graph recording, autocast, the user's statements around it;
+- an `nn.Module` call: `module_call_ns` — `Module.__call__` and the Python of its `forward`;
+- an autograd node the backward engine runs: `autograd_node_ns` — scheduling, input buffers,
+  saved variables, the node's C++; its ops pay only their dispatch and launch;
+- library calls whose own Python is most of their cost: `optimizer.step()` (`optimizer_step_ns`),
+  `optimizer.zero_grad()` / `module.zero_grad()` (per parameter), `clip_grad_norm_`'s norm
+  (`grad_norm_ns`), a DataLoader batch (`dataloader_next_ns`, and `dataloader_contention_ns` that
+  its pin-memory thread takes from the ops issued next); runtime/python_costs.py charges them.
+
+The context terms were fitted on real launch-bound steps on the H200 machine, phase by phase
+(forward, backward, clip, optimizer, zero_grad, data), for two model families at 1 to 28 layers
+with and without autocast and fused/foreach AdamW (benchmarks/h200/measure_launch_bound.py,
+data/h200/call4/launch_bound.json; fit: benchmarks/h200/fit_host_model.py). Host time measured on
+these VMs varied by ±20% between steps, and by 20-35% between machines for the same steps (calls 3
+and 5 ran faster than call 4, whose speed the ground-truth machine's runs match).
+Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
+the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC pauses.
 """
 
 from __future__ import annotations
@@ -31,8 +47,33 @@ class HostConstants:
     """C++ dispatch + one kernel launch of a plain op on tiny tensors (mul 6.5 µs, add_ 5.4, silu 6.6, sum 7.8 µs)."""
     alloc_output_ns: int = 1800
     """Extra for an op that allocates its output through the caching allocator (a+b 9.2 µs vs add(out=) 7.5 µs)."""
-    framework_ns: int = 9000
-    """Per kernel op inside a training step: user Python, module calls, autograd recording / engine, autocast."""
+    framework_ns: int = 12_700
+    """Per kernel op issued from Python (not by the backward engine): Python binding, autograd recording,
+    autocast, the statements around it (launch-bound steps, data/h200/call4; was 9000 from call 3)."""
+    module_call_ns: int = 24_800
+    """Per `nn.Module` call: `__call__` and the Python of its `forward` beyond its ops (fitted with
+    `framework_ns` on forward phases; an identity module called in a hot loop takes 0.85 µs)."""
+    autograd_node_ns: int = 16_500
+    """Per autograd node the backward engine runs; its ops pay dispatch and launch only (fitted on
+    backward phases, data/h200/call4)."""
+    optimizer_step_ns: int = 272_000
+    """Python of one `optimizer.step()` beyond its ops (median over 12 measured steps, fused and foreach
+    AdamW, 12-255 parameters: the per-tensor cost is in the foreach / fused terms)."""
+    zero_grad_ns: int = 27_100
+    """`zero_grad(set_to_none=True)`, per call (it launches nothing) ..."""
+    zero_grad_per_param_ns: int = 1_700
+    """... and per parameter (measured 0.05 ms for 12 parameters, 0.47 ms for 255)."""
+    grad_norm_ns: int = 232_000
+    """Python of `clip_grad_norm_`'s total norm beyond its ops (grouping by device and dtype; median
+    over 12 measured steps)."""
+    dataloader_next_ns: int = 69_500
+    """`next()` on a DataLoader whose workers have the batch ready (2 workers, pinned memory; median of
+    4 measured steps: 0.05-0.10 ms)."""
+    dataloader_contention_ns: int = 806_200
+    """What else such a loader takes from the main thread per batch, while it issues the next ops (the
+    pin-memory thread competes for the GIL and the CPU): step time with the loader minus without,
+    measured side by side 4 times on two machines (+0.86, +0.90, +0.94, +1.76 ms), less `next()` and
+    the batch's copies."""
     view_ns: int = 1200
     """View / metadata op, no kernel (view 1.4 µs, t 1.0 µs)."""
     alloc_ns: int = 2600
@@ -76,6 +117,7 @@ _VIEW_OPS = frozenset({
 _ALLOC_OPS = frozenset({"aten.empty", "aten.empty_strided", "aten.empty_like", "aten.new_empty", "aten.new_empty_strided"})
 _GEMM_OPS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv",
                        "aten.addmv", "aten.dot"})
+_MULTI_TENSOR = ("aten._foreach_", "aten._fused_adam", "aten._fused_sgd")
 
 
 def _packet(name: str) -> str:
@@ -88,8 +130,9 @@ class HostModel:
     def __init__(self, constants: HostConstants = H200_HOST):
         self.c = constants
 
-    def op_ns(self, op: OpCall) -> int:
-        """Host time of one intercepted op as it is issued inside a training step."""
+    def op_ns(self, op: OpCall, *, backward: bool = False) -> int:
+        """Host time of one intercepted op as it is issued inside a training step; `backward`: issued by
+        the autograd engine (its node pays `autograd_node_ns`), not from Python."""
         p = _packet(op.name)
         c = self.c
         if p in _VIEW_OPS:
@@ -98,9 +141,9 @@ class HostModel:
             return c.alloc_ns
         if p == "aten._local_scalar_dense":
             return c.item_ns
-        if p.startswith("aten._foreach_") or p.startswith("aten._fused_adam") or p.startswith("aten._fused_sgd"):
+        if p.startswith(_MULTI_TENSOR):
             return self._foreach_ns(op, p)
-        t = c.launch_ns + c.framework_ns
+        t = c.launch_ns if backward else c.launch_ns + c.framework_ns
         if op.outputs and not p.endswith("_"):
             t += c.alloc_output_ns
         if p in _GEMM_OPS:
@@ -108,6 +151,13 @@ class HostModel:
         elif "attention" in p:
             t += c.attention_extra_ns
         return t
+
+    def pays_framework(self, op: OpCall, *, backward: bool = False) -> bool:
+        """Whether `op_ns` includes `framework_ns` for this op (a kernel op issued from Python)."""
+        if backward:
+            return False
+        p = _packet(op.name)
+        return not (p in _VIEW_OPS or p in _ALLOC_OPS or p == "aten._local_scalar_dense" or p.startswith(_MULTI_TENSOR))
 
     def view_ns(self, name: str) -> int:
         """Host time of a view/metadata op (the runtime filters these out before the compute model)."""
@@ -128,6 +178,35 @@ class HostModel:
     def query_ns(self) -> int:
         """Host time of a stream or event query."""
         return self.c.query_ns
+
+    def module_call_ns(self) -> int:
+        """Host time of one `nn.Module` call, beyond the ops it issues."""
+        return self.c.module_call_ns
+
+    def autograd_node_ns(self) -> int:
+        """Host time of the backward engine running one node, beyond the ops it issues."""
+        return self.c.autograd_node_ns
+
+    def optimizer_step_ns(self) -> int:
+        """Host time of `optimizer.step()`'s Python, beyond the ops it issues."""
+        return self.c.optimizer_step_ns
+
+    def zero_grad_ns(self, params: int) -> int:
+        """Host time of `zero_grad()` over `params` parameters, beyond any ops it issues."""
+        return self.c.zero_grad_ns + self.c.zero_grad_per_param_ns * params
+
+    def grad_norm_ns(self) -> int:
+        """Host time of `clip_grad_norm_`'s total-norm Python, beyond the ops it issues."""
+        return self.c.grad_norm_ns
+
+    def dataloader_next_ns(self) -> int:
+        """Host time of fetching one ready batch from a DataLoader iterator."""
+        return self.c.dataloader_next_ns
+
+    def dataloader_contention_ns(self) -> int:
+        """Host time a DataLoader's helper threads take from the main thread per batch, while it
+        issues the ops that follow (the runtime spreads it over them: Session.host_contention)."""
+        return self.c.dataloader_contention_ns
 
     def _foreach_ns(self, op: OpCall, p: str) -> int:
         c = self.c

@@ -22,6 +22,9 @@ class TensorMeta:
     stride: tuple[int, ...]
     device: str = "cuda"
     """"cuda" or "cpu": needed to tell host-to-device from device-to-device copies."""
+    storage_offset: int = 0
+    """Elements between the start of the storage and the tensor's first element. Not part of a
+    database signature; `phantora profile` uses it to rebuild a view with the same alignment."""
 
     @property
     def numel(self) -> int:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from phantora.profiler.oplog import OPS_FILE, write_ops
 from phantora.runtime.session import Session
 
 _PROCESS_START = time.process_time()
@@ -71,4 +72,5 @@ def write_rank_result(session: Session, *, exit_code: int) -> Path:
     path = out / "result.json"
     path.write_text(json.dumps(collect_rank_result(session, exit_code=exit_code), indent=1))
     (out / "memory.json").write_text(json.dumps(downsample_memory(session.memory_samples)))
+    write_ops(out / OPS_FILE, session.op_log.records(), gpu=session.gpu.key, rank=session.config.rank)
     return path

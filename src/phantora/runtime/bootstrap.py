@@ -26,6 +26,7 @@ def install(config: RankConfig):
     from phantora.runtime.handlers import HANDLERS
     from phantora.runtime.kernels import register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
+    from phantora.runtime.python_costs import install_python_costs
     from phantora.runtime.session import Session
     from phantora.runtime.sdpa import install_sdpa_routing
     from phantora.runtime.storage import install_storage_resize_hook
@@ -39,6 +40,7 @@ def install(config: RankConfig):
     register_cuda_kernels_for_composite_ops()
     install_module_conversion()
     install_foreach_support()
+    install_python_costs(session)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)

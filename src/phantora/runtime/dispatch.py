@@ -18,6 +18,14 @@ popped, and the subclass's ops on its local fake tensors reach the fake tensors'
 directly, skipping `HybridMode`. `RecordingFakeMode.dispatch` therefore sends any op that did
 not come through `HybridMode` back to it, so handlers (copies, reads, functional collectives)
 apply to DTensor's local work as to any other.
+
+Note: [Foreign fake modes]
+Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
+cache miss, builds fake tensors of the *global* shapes (`OpSchema.gen_fake_args`, `empty_strided`
+with a CUDA device) and runs the op on them. On a GPU nothing is allocated or launched. `HybridMode`
+sits above any fake mode on the mode stack, so it sees those ops first; while a fake mode other
+than ours is active it hands them straight to it, unrecorded. Recording them once cost an 8B model
+under FSDP2 tens of GiB of phantom memory per optimizer op and a simulated OOM.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from phantora.runtime.session import Session
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
+_FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 LARGE_HOST_FACTORY_NUMEL = 1 << 20
 """CPU factory results at least this big stay fake: a model built on the CPU and then moved to
@@ -81,6 +90,22 @@ def launches_no_kernel(func: torch._ops.OpOverload) -> bool:
     return cached
 
 
+_RESIZING = {aten.resize_.default, aten.resize_as_.default, aten.set_.source_Storage_storage_offset,
+             aten.set_.source_Tensor_storage_offset}
+_resize_cache: dict[Any, bool] = {}
+
+
+def resizes_outputs(func: torch._ops.OpOverload) -> bool:
+    """`Tensor.resize_`, `resize_as_`, `set_` with a size, and `out=` overloads: on a GPU they
+    reallocate an output storage that is too small (resize_bytes_cuda); memory_tracker Note
+    [Fake storage sizes]."""
+    cached = _resize_cache.get(func)
+    if cached is None:
+        cached = func in _RESIZING or any(a.is_out for a in func._schema.arguments)
+        _resize_cache[func] = cached
+    return cached
+
+
 _DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128, torch.float8_e4m3fn,
@@ -89,7 +114,7 @@ _DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in (
 
 def tensor_meta(t: torch.Tensor) -> TensorMeta:
     dtype = _DTYPE_NAMES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
-    return TensorMeta(tuple(t.shape), dtype, tuple(t.stride()), t.device.type)
+    return TensorMeta(tuple(t.shape), dtype, tuple(t.stride()), t.device.type, t.storage_offset())
 
 
 def _plain(value: Any) -> Any:
@@ -155,9 +180,11 @@ class KernelRecorder:
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
         stream_id = self.current_stream_id(device)
+        resized = resizes_outputs(func)
         for o in outputs:
             if o.device.type == "cuda":
-                self.memory.track_new_storage(o, stream_id)
+                self.memory.track_new_storage(o, stream_id, resized)
+        backward = self._in_backward()
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
@@ -167,7 +194,22 @@ class KernelRecorder:
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
             propagated = bool(shadows) and shadows.propagate(func, flat, spec, out)
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
-        self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id))
+        self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
+
+    def _in_backward(self) -> bool:
+        """Whether the autograd engine itself issues the op being recorded (models/host.py: no Python
+        around it); the host pays once for each node the engine runs. Inside a node with grad mode on,
+        Python is recomputing a forward (activation checkpointing) or recording a graph
+        (`create_graph`): those ops count as issued from Python. The last node is held so that `is`
+        tells nodes apart: its Python wrapper lives as long as someone holds it (the last node of a
+        backward is a leaf's AccumulateGrad, which holds nothing the parameter does not)."""
+        node = torch._C._current_autograd_node()
+        if node is None:
+            return False
+        if node is not getattr(self._local, "node", None):
+            self._local.node = node
+            self.session.host_work(self.session.host.autograd_node_ns())
+        return not torch.is_grad_enabled()
 
     def before_kernel(self, inputs: list[torch.Tensor], written: Any = ()) -> None:
         """A kernel on `inputs` is about to launch: order it after NCCL results it uses
@@ -273,6 +315,9 @@ class HybridMode(TorchDispatchMode):
     def _route(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH:
             return func(*args, **kwargs)
+        active_fake = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
+        if active_fake is not None and active_fake is not self.fake_mode:
+            return func(*args, **kwargs)  # Note [Foreign fake modes]
         flat, _ = tree_flatten((args, kwargs))
         if any(_has_own_dispatch(type(a)) for a in flat):
             return NotImplemented  # Note [Ops from tensor subclasses]

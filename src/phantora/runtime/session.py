@@ -15,13 +15,16 @@ import threading
 from dataclasses import dataclass, field
 
 from phantora.config.run import RankConfig
-from phantora.models.compute import ComputeModel, KernelDatabase
+from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
 from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
+from phantora.profiler.database import combined_database
+from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
 from phantora.runtime.engine_link import EngineLink, Transport
+from phantora.runtime.memory_samples import MemorySamples
 from phantora.specs import get_gpu_spec
 
 StreamKey = tuple[int, int]
@@ -57,9 +60,17 @@ class Session:
                  host: HostModel | None = None) -> None:
         self.config = config
         self.gpu = gpu or get_gpu_spec(config.gpu)
-        # database=None loads the measured kernels shipped for this GPU; an empty one means analytic only
-        database = None if config.use_kernel_database else KernelDatabase(self.gpu.key)
-        self.compute = compute or ComputeModel(self.gpu, database=database)
+        if compute is None:  # --kernel-db files over the shipped database (unless --no-kernel-db)
+            database = combined_database(self.gpu.key, config.kernel_databases, packaged=config.use_kernel_database)
+            compute = ComputeModel(self.gpu, database=database)
+        self.compute = compute
+        self.op_log = OpLog()
+        """Every distinct op costed, for `<out>/rank<N>/ops.jsonl` (what `phantora profile` measures)."""
+        self.on_the_fly = None
+        if config.profile_worker:
+            from phantora.profiler.onthefly import OnTheFlyClient
+            self.on_the_fly = OnTheFlyClient(config.profile_worker)
+        self._not_measured: set[OpCall] = set()
         self.host = host or HostModel()
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
@@ -70,10 +81,13 @@ class Session:
             for i in range(config.devices_per_process)
         ]
         self.stats = OpStats()
-        self.memory_samples: list[tuple[int, int, int, int]] = []
-        """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change."""
+        self.memory_samples = MemorySamples()
+        """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change, in bounded
+        memory (runtime/memory_samples.py Note [Bounded memory samples])."""
         self._streams_used: set[StreamKey] = set()
         self._warned: set[str] = set()
+        self._contention_ns = 0
+        """Host time still owed to other threads of the program (`host_contention`)."""
 
     # -- host time ---------------------------------------------------------------------------
     def now_ns(self) -> int:
@@ -83,23 +97,56 @@ class Session:
         with self.lock:
             self.link.advance_host(duration_ns)
 
+    def host_contention(self, duration_ns: int) -> None:
+        """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
+        pin-memory thread): the kernel ops issued next pay it, each at most its own cost again, so a
+        host-bound step grows by `duration_ns` and a GPU-bound one does not wait for it up front."""
+        with self.lock:
+            self._contention_ns += duration_ns
+
+    def _with_contention(self, cost_ns: int) -> int:
+        extra = min(self._contention_ns, cost_ns)
+        self._contention_ns -= extra
+        return cost_ns + extra
+
     # -- kernels -----------------------------------------------------------------------------
     def stream_id(self, stream: StreamKey) -> int:
         """The coordinator's id of a (device, stream) of this process."""
         self._streams_used.add(stream)
         return encode_stream(*stream)
 
-    def launch_kernel(self, op: OpCall, stream: StreamKey) -> None:
-        """Cost `op`, charge the host its launch overhead, and launch the kernel on `stream`."""
+    def launch_kernel(self, op: OpCall, stream: StreamKey, *, backward: bool = False) -> None:
+        """Cost `op`, charge the host its launch overhead, and launch the kernel on `stream`;
+        `backward`: the autograd engine issues it (models/host.py)."""
         estimate = self.compute.estimate(op)
+        if self.on_the_fly is not None and estimate.source != "measured":
+            estimate = self._measure_on_the_fly(op, estimate)
         if estimate.source == "generic":
             self._note_generic(op)
         detail = describe_tensors(op) if self.config.trace else ""
         with self.lock:
-            self.link.advance_host(self.host.op_ns(op))
+            self.link.advance_host(self._with_contention(self.host.op_ns(op, backward=backward)))
             self.link.kernel(self.stream_id(stream), estimate.duration_ns, op.name, flops=estimate.flops,
                              bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class, detail=detail)
             self._count(estimate)
+            self.op_log.note(op, estimate)
+
+    def _measure_on_the_fly(self, op: OpCall, estimate: KernelEstimate) -> KernelEstimate:
+        """Ask the profiler worker to measure an op no database has (profiler/onthefly.py Note
+        [On-the-fly profiling]); the model's estimate stays if it cannot."""
+        from phantora.profiler.rebuild import measurable
+        try:
+            if op in self._not_measured or not measurable(op):
+                return estimate
+        except TypeError:  # unhashable arguments: the worker could not key it either
+            return estimate
+        entry, reason = self.on_the_fly.measure(op)
+        if entry is None:
+            self._not_measured.add(op)
+            self.warn_once(f"on-the-fly:{op.name}", f"on-the-fly profiling could not measure {op.name} ({reason}); "
+                           f"it keeps its {estimate.source} estimate")
+            return estimate
+        return self.compute.add_measurement(op, entry)
 
     def host_only_op(self, name: str, *, allocates: bool) -> None:
         """An op that launches no kernel (a view, an allocation): only host time."""

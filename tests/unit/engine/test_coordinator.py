@@ -19,6 +19,7 @@ from phantora.engine.coordinator import (
     DeadlockError,
     ProtocolError,
 )
+from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.network import (
     CollectiveRequest,
     Completion,
@@ -435,13 +436,15 @@ def make_programs(seed: int, n: int) -> list[list]:
     return progs
 
 
-def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int = 4):
+def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int = 4,
+             sharing: GpuSharing = NO_SHARING):
     """Run the programs through a coordinator; seed None: each rank's whole program in one go, in rank order."""
     rng = random.Random(seed)
     favourite = rng.randrange(n)  # some interleavings let one rank run far ahead of the others
     bias = rng.choice([0.0, 0.8])
-    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)))
-    c = Coordinator(n, net, launch_latency_ns=1_000)
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)),
+                           busy_slowdown=sharing.nccl_slowdown)
+    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing)
     ranks = [ScriptedRank(r, programs[r]) for r in range(n)]
     while not all(r.finished for r in ranks):
         ready = [r for r in ranks if not r.waiting and not r.finished]
@@ -468,6 +471,46 @@ def test_identical_results_for_any_interleaving(program_seed, n):
     assert any(s.collectives and s.start_ns < s.collectives[0].start_ns for per_rank in spans for s in per_rank)
     for seed in range(8):
         assert simulate(programs, n, 1000 * program_seed + seed) == reference
+
+
+@pytest.mark.parametrize("program_seed,n", [(4, 4), (5, 8)])
+def test_identical_results_for_any_interleaving_with_compute_beside_nccl(program_seed, n):
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    programs = make_programs(program_seed, n)
+    reference = simulate(programs, n, None, sharing=sharing)
+    assert reference != simulate(programs, n, None)  # the slowdowns change the schedule
+    for seed in range(6):
+        assert simulate(programs, n, 1000 * program_seed + seed, sharing=sharing) == reference
+
+
+# --- compute beside NCCL (Note [Compute beside NCCL]) ---------------------------------------------
+class BusyRecordingNetwork(FixedNetwork):
+    """FixedNetwork that also records the compute periods the coordinator reports."""
+
+    busy_slowdown = 2.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compute: list[tuple[int, int, int]] = []
+
+    def mark_compute(self, gpu: int, start_ns: int, end_ns: int) -> None:
+        assert start_ns == self.now_ns
+        self.compute.append((gpu, start_ns, end_ns))
+
+
+def test_kernels_that_start_while_nccl_is_in_flight_are_slowed():
+    net = BusyRecordingNetwork()
+    c = Coordinator(2, net, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0))
+    c.submit(1, [AR(1, 0, (0, 1), 0, 1000), RankFinished(0)])  # on the network from 0 to 1000
+    c.submit(0, [AR(1, 0, (0, 1), 0, 1000), K(0, 0, 100, "same_start"), K(0, 500, 100, "during"),
+                 K(0, 2000, 100, "after"), SYNC(1, 2000)])
+    assert times(c.spans(0, 0)) == [("same_start", 0, 100), ("during", 500, 650), ("after", 2000, 2100)]
+    assert net.compute == [(0, 0, 100), (0, 500, 650), (0, 2000, 2100)]
+
+
+def test_sharing_needs_the_network_to_slow_nccl_by_the_same_factor():
+    with pytest.raises(ValueError):
+        Coordinator(2, BusyRecordingNetwork(), sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=3.0))
 
 
 # --- queries (Note [Queries]) ---------------------------------------------------------------------

@@ -201,3 +201,37 @@ def test_speculation_leaves_no_trace():
         b.submit(r)
         a.speculate()
     assert a.run_until_idle() == b.run_until_idle()
+
+
+# --- compute beside NCCL (Note [Compute beside NCCL]) ---------------------------------------------
+def busy_simulator(slowdown: float) -> NetworkSimulator:
+    from netcases import cluster
+    return NetworkSimulator(Topology(cluster(gpus_per_node=4)), busy_slowdown=slowdown)
+
+
+def test_a_busy_member_gpu_slows_the_transfer_by_the_factor():
+    # 1 ms alone; GPU 1 computes for the first 0.5 ms: 0.5 ms at half speed moves 25 MB,
+    # the remaining 75 MB take 0.75 ms at full speed: ends at 1.25 ms.
+    net = busy_simulator(2.0)
+    net.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
+    net.mark_compute(1, 0, MS // 2)
+    assert ends(net.run_until_idle()) == {"a": 5 * MS // 4}
+
+
+def test_compute_on_other_gpus_and_extensions_of_a_busy_period():
+    net = busy_simulator(2.0)
+    net.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
+    net.mark_compute(2, 0, 10 * MS)  # not a member: no effect
+    net.mark_compute(0, 0, MS // 4)
+    net.advance_to(MS // 4)
+    net.mark_compute(0, MS // 4, MS // 2)  # back to back: one busy period of 0.5 ms, as above
+    assert ends(net.run_until_idle()) == {"a": 5 * MS // 4}
+
+
+def test_compute_must_be_reported_at_the_safe_time():
+    net = busy_simulator(2.0)
+    net.advance_to(MS)
+    with pytest.raises(LateRequestError):
+        net.mark_compute(0, MS // 2, 2 * MS)
+    with pytest.raises(ValueError):
+        busy_simulator(0.5)

@@ -43,6 +43,14 @@ times, so the floating-point history of every flow is the same whatever the call
 Flows get ids from a per-simulator counter in canonical order as they start; ties are broken by
 (time, kind, start_ns, key) and by flow id; no dict or set iteration order reaches a result.
 
+Note: [Compute beside NCCL]
+NCCL moves data with kernels that share their GPUs' SMs and memory with the compute kernels around
+them, and slow down beside them (models/interference.py). The coordinator reports when each GPU runs
+compute (`mark_compute`, at the current safe time, when it places a kernel); while any member GPU of
+an operation runs compute, its flows move at their max-min fair rate divided by `busy_slowdown`.
+Busy periods change rates only at event instants (a GPU becoming busy at the safe time, or its
+`_GPU_IDLE` timer), so the result stays a pure function of the requests and the busy periods.
+
 Note: [Event loop]
 A request waits its plan's fixed latency, then becomes a *flow* (one coflow, see flows.py) that shares
 link bandwidth max-min fairly with every other flow in flight, then waits its fixed tail. When flows
@@ -67,6 +75,7 @@ Key = Union[int, str, tuple["Key", ...]]
 
 _ARRIVE = 0  # the data phase starts
 _FINISH = 1  # the tail is over: the request completes
+_GPU_IDLE = 2  # a GPU's compute ends (Note [Compute beside NCCL])
 
 
 class LateRequestError(ValueError):
@@ -140,8 +149,13 @@ class _Flow:
 class NetworkSimulator:
     """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
 
-    def __init__(self, topology: Topology, nccl: NcclModel | None = None) -> None:
+    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, busy_slowdown: float = 1.0) -> None:
+        if busy_slowdown < 1.0:
+            raise ValueError(f"busy_slowdown must be >= 1, got {busy_slowdown}")
         self.topology = topology
+        self.busy_slowdown = busy_slowdown
+        self._busy_until: dict[int, int] = {}
+        """GPUs running compute, and until when (Note [Compute beside NCCL])."""
         self.nccl = nccl if nccl is not None else NcclModel(topology)
         self._capacities = topology.capacities_bytes_per_s
         self._now_ns = 0
@@ -190,6 +204,20 @@ class NetworkSimulator:
     def submit_p2p(self, *, src: int, dst: int, size_bytes: int, start_ns: int, key: Key) -> None:
         """A matched send/recv pair: `start_ns` is when both sides have reached it."""
         self.submit(CollectiveRequest("send_recv", (src, dst), size_bytes, start_ns, key))
+
+    def mark_compute(self, gpu: int, start_ns: int, end_ns: int) -> None:
+        """GPU `gpu` runs compute from `start_ns` (the current safe time) to `end_ns`."""
+        if start_ns != self._now_ns:
+            raise LateRequestError(f"compute on GPU {gpu} reported from {start_ns} ns; it must start at the "
+                                   f"safe time {self._now_ns} ns")
+        until = self._busy_until.get(gpu)
+        if end_ns <= start_ns or (until is not None and until >= end_ns):
+            return
+        was_busy = until is not None and until > start_ns
+        self._busy_until[gpu] = end_ns
+        heapq.heappush(self._timers, (end_ns, _GPU_IDLE, gpu, (), None))
+        if not was_busy and self.busy_slowdown != 1.0:
+            self._reallocate_gpu(start_ns, gpu)
 
     # --- advancing --------------------------------------------------------------------------------
     def advance_to(self, safe_ns: int) -> list[Completion]:
@@ -287,7 +315,12 @@ class NetworkSimulator:
         # 2. Timers due now: data phases starting, tails ending (heap order is canonical).
         arrivals: list[_Flow] = []
         while self._timers and self._timers[0][0] == t:
-            _, kind, _, _, r = heapq.heappop(self._timers)
+            _, kind, gpu, _, r = heapq.heappop(self._timers)
+            if kind == _GPU_IDLE:
+                if self._busy_until.get(gpu) == t:  # not extended since
+                    del self._busy_until[gpu]
+                    changed_links.extend(f.shape.link_ids for f in self._flows_on(gpu))
+                continue
             if kind == _FINISH:
                 self._complete(r, t)
                 continue
@@ -304,6 +337,21 @@ class NetworkSimulator:
         # 3. New rates for the flows that share links (transitively) with the ones that changed.
         if changed_links:
             self._reallocate(t, np.unique(np.concatenate(changed_links)))
+
+    def _flows_on(self, gpu: int) -> list[_Flow]:
+        return [f for f in self._flows.values() if gpu in f.request.req.group]
+
+    def _reallocate_gpu(self, t: int, gpu: int) -> None:
+        flows = self._flows_on(gpu)
+        if flows:
+            self._reallocate(t, np.unique(np.concatenate([f.shape.link_ids for f in flows])))
+
+    def _busy_factor(self, f: _Flow, t: int) -> float:
+        """1 / busy_slowdown while a member GPU of the flow's operation runs compute, else 1."""
+        busy = self._busy_until
+        if busy and any(busy.get(g, 0) > t for g in f.request.req.group):
+            return 1.0 / self.busy_slowdown
+        return 1.0
 
     def _affected_flows(self, seed_links: np.ndarray) -> list[_Flow]:
         seen_links = set()
@@ -330,7 +378,10 @@ class NetworkSimulator:
                 f.updated_ns = t
         caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=len(flows))
         rates = max_min_rates(self._capacities, [f.shape for f in flows], caps)
+        slowed = self.busy_slowdown != 1.0
         for f, rate in zip(flows, rates.tolist()):
+            if slowed:
+                rate *= self._busy_factor(f, t)
             f.rate_bytes_per_s = rate
             f.finish_ns = t + max(1, transfer_ns(f.remaining_bytes, rate))
             f.version += 1
@@ -340,6 +391,8 @@ class NetworkSimulator:
         other = NetworkSimulator.__new__(NetworkSimulator)
         other.topology = self.topology
         other.nccl = self.nccl
+        other.busy_slowdown = self.busy_slowdown
+        other._busy_until = dict(self._busy_until)
         other._capacities = self._capacities
         other._now_ns = self._now_ns
         other._last_event_ns = self._last_event_ns

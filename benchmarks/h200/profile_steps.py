@@ -1,0 +1,54 @@
+"""Kernel-level profiles of one training step of ground-truth configurations, on real H200s.
+
+For each named configuration of `groundtruth.py` (llama_train.py ones), runs it exactly as the ground
+truth did, with PHANTORA_BENCH_PROFILE_DIR set: after its measured steps each rank profiles one more
+step (benchmarks/workloads/profile_step.py). Output: $OUT/profiles/NAME/rank{R}.json.gz and NAME.log.
+Compare with a Phantora run of the same configuration: `python benchmarks/compare_step.py`.
+
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+    python3 benchmarks/h200/profile_steps.py --out $OUT --only llama_l1b_fsdp4,llama_l8b_fsdp4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import groundtruth
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", required=True, help="comma-separated configuration names")
+    p.add_argument("--steps", type=int, default=6, help="measured steps before the profiled one")
+    p.add_argument("--deadline-s", type=float, default=540)
+    a = p.parse_args()
+    configs = {c["name"]: c for c in groundtruth.CONFIGS}
+    t0 = time.time()
+    for name in a.only.split(","):
+        c = dict(configs[name])
+        if time.time() - t0 > a.deadline_s:
+            print(f"{name}: skipped, deadline", flush=True)
+            continue
+        args = list(c["args"])
+        args[args.index("--steps") + 1] = str(a.steps)
+        c["args"] = args
+        out = Path(a.out) / "profiles" / name
+        out.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PHANTORA_BENCH_PROFILE_DIR": str(out)}
+        if c["world"] == 1:
+            env["CUDA_VISIBLE_DEVICES"] = "0"
+        started = time.time()
+        with open(out.parent / f"{name}.log", "w") as log:
+            done = subprocess.run(groundtruth.launch_words(c), cwd=groundtruth.REPO, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=c["timeout"] + 60)
+        print(f"{name}: exit {done.returncode}, {time.time() - started:.0f} s, files {sorted(os.listdir(out))}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

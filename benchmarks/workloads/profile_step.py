@@ -1,0 +1,61 @@
+"""Profile one training step on a real GPU: every kernel, memcpy and memset with its stream and times.
+
+Used by the workload scripts when PHANTORA_BENCH_PROFILE_DIR is set: after the measured steps they run
+one more step under torch.profiler (CUDA activity; with PHANTORA_BENCH_PROFILE_CPU=1 also the host's
+CUDA runtime calls, which gives each kernel its launch time) and each rank writes
+DIR/rank{R}.json.gz = {"wall_ms", "names": [...], "kernels": [[name index, stream, start µs, dur µs,
+category, host launch µs or None], ...], "host": [[name, start µs, dur µs], ...]} with start relative to the step's first GPU activity. This is the real-GPU side of
+`benchmarks/compare_step.py`, which lines it up with a Phantora trace of the same step.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import time
+
+import torch
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as torch_profile
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_MARKS = ("FSDP", "DDP", "Optimizer", "aten::mm", "aten::_scaled_dot_product", "autograd::engine")
+"""Host-side ranges kept with PHANTORA_BENCH_PROFILE_CPU: FSDP2's and DDP's own annotations, the
+optimizer step, and a few anchor ops."""
+
+
+def profile(step_fn, out_dir: str, rank: int) -> None:
+    """Run `step_fn` once under the profiler and write this rank's kernel list."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    activities = [ProfilerActivity.CUDA]
+    if os.environ.get("PHANTORA_BENCH_PROFILE_CPU"):  # also the host's launch calls (adds host overhead)
+        activities.append(ProfilerActivity.CPU)
+    with torch_profile(activities=activities) as prof:
+        step_fn()
+        torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    os.unlink(path)
+    gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e]
+    launches = {e["args"]["correlation"]: e["ts"] for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    start = min((e["ts"] for e in gpu), default=0.0)
+    names: dict[str, int] = {}
+    rows = []
+    for e in gpu:
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        rows.append([names.setdefault(e["name"], len(names)), e.get("args", {}).get("stream", -1),
+                     round(e["ts"] - start, 3), round(e["dur"], 3), e["cat"],
+                     None if launch is None else round(launch - start, 3)])
+    host = [[e["name"], round(e["ts"] - start, 3), round(e["dur"], 3)] for e in events
+            if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e and e["name"].startswith(HOST_MARKS)]
+    os.makedirs(out_dir, exist_ok=True)
+    with gzip.open(os.path.join(out_dir, f"rank{rank}.json.gz"), "wt") as f:
+        json.dump({"wall_ms": wall_ms, "names": list(names), "kernels": rows, "host": host}, f)

@@ -1,0 +1,47 @@
+"""Compute/communication interference on one GPU: how NCCL kernels and compute kernels slow each
+other down when they run at the same time (FSDP's all-gathers under the forward, DDP's all-reduces
+under the backward).
+
+NCCL kernels are ordinary CUDA kernels: each channel is a thread block that holds an SM for the
+whole collective and streams through HBM. Compute kernels running beside them get fewer SMs and
+less memory bandwidth, and the NCCL blocks are scheduled behind the compute kernel's blocks, so both
+run slower than alone. The model is two factors, applied by the coordinator and the network:
+
+- `compute_slowdown`: a compute kernel that starts while an NCCL operation of its GPU is in flight
+  takes this many times its alone duration;
+- `nccl_slowdown`: while any member GPU of an NCCL operation runs compute, the operation's data
+  moves this many times slower.
+
+Fitted on kernel-level profiles of real training steps on 4x H200 (`data/h200/step_profiles/`,
+`benchmarks/compare_step.py`): GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2)
+and 1.50x (8B) their time in the same step when alone, GEMMs with no NCCL beside them 1.01x /
+1.03x what the compute model predicts; all-gathers in those steps took 1.6-2.4x and
+reduce-scatters 1.5-2.3x their alone time. Microbenchmarks of one GEMM or one elementwise kernel
+against one collective (`data/h200/overlap/`) slow less (compute 1.0-1.3x, collectives 1.2-2.5x,
+more beside long GEMMs): a training step overlaps a long run of mixed kernels, not one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GpuSharing:
+    """Slowdown factors for compute and NCCL work sharing one GPU (1.0 = no interference)."""
+
+    compute_slowdown: float = 1.45
+    """Duration factor of a compute kernel that starts while an NCCL operation of its GPU is in flight."""
+    nccl_slowdown: float = 2.0
+    """Rate divisor of an NCCL operation's data phase while any of its member GPUs runs compute."""
+
+    def __post_init__(self) -> None:
+        if not (self.compute_slowdown >= 1.0 and self.nccl_slowdown >= 1.0):
+            raise ValueError(f"slowdown factors must be >= 1, got {self}")
+
+
+H200_SHARING = GpuSharing()
+"""Fitted on H200 training steps (2026-11-21); used for every GPU until others are measured."""
+
+NO_SHARING = GpuSharing(compute_slowdown=1.0, nccl_slowdown=1.0)
+"""Compute and communication as if each had the GPU to itself."""

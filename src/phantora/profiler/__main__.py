@@ -1,0 +1,7 @@
+"""`python -m phantora.profiler OPS... --out DB.jsonl`: `phantora profile` without the launcher's imports."""
+
+import sys
+
+from phantora.cli.profile import main
+
+sys.exit(main())

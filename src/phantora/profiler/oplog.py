@@ -1,0 +1,246 @@
+"""The op signatures a simulation costed: counted in each rank, written as `ops.jsonl`.
+
+Every `phantora run` / `phantora torchrun` writes `<out>/rank<N>/ops.jsonl` (each rank, at exit) and
+the launcher merges them into `<out>/ops.jsonl`. `phantora profile` reads these files, rebuilds
+each op's inputs and measures it on a real GPU.
+
+File format (JSON lines): a header `{"format": "phantora-ops", "version": 1, "gpu": ..., ...}`, then
+one object per distinct database signature (`models.compute.signature`), sorted by signature:
+
+    {"sig": ..., "op": "aten.mm.default", "args": [...], "kwargs": [[name, value], ...],
+     "outputs": [...], "calls": 112, "source": "analytic", "est_ns": 41873}
+
+`args`/`kwargs`/`outputs` encode one representative call (the first seen) with enough detail to
+rebuild it: a tensor is `{"T": [shape, dtype, stride, device]}` plus `"off": n` when its storage
+offset is not 0, a run of more than 4 equal items `{"rep": [n, item]}`, tuples are lists, and
+everything else is stored as the runtime saw it (ints, floats, bools, None, dtype names, device
+strings). This is the encoding of `benchmarks/h200/common.py`, so
+`models.compute.opcall_from_record` reads these records too. `calls` is summed over ranks;
+`source` and `est_ns` are what the cost model answered ("measured" = a database entry).
+
+Note: [Counting ops on the hot path]
+`OpLog.note` runs once per launched kernel: one dict lookup keyed by the `OpCall` (the compute
+model's cache hashes it the same way). Signatures, encodings and grouping happen only when the
+log is written, once per distinct call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from phantora.models.compute import signature
+from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
+
+OPS_FORMAT = "phantora-ops"
+OPS_VERSION = 1
+OPS_FILE = "ops.jsonl"
+
+
+class OpLog:
+    """The distinct ops one rank costed: how often, and the estimate each got (Note [Counting ops
+    on the hot path])."""
+
+    __slots__ = ("_calls", "unhashable")
+
+    def __init__(self) -> None:
+        self._calls: dict[OpCall, list] = {}
+        self.unhashable = 0
+        """Calls whose arguments could not be hashed (not logged)."""
+
+    def note(self, op: OpCall, estimate: KernelEstimate) -> None:
+        try:
+            entry = self._calls.get(op)
+        except TypeError:
+            self.unhashable += 1
+            return
+        if entry is None:
+            self._calls[op] = [1, estimate]
+        else:
+            entry[0] += 1
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """One record per signature (calls summed over the `OpCall`s that share it)."""
+        out: dict[str, dict[str, Any]] = {}
+        for op, (calls, estimate) in self._calls.items():
+            sig = signature(op)
+            rec = out.get(sig)
+            if rec is None:
+                out[sig] = encode_record(op, sig=sig, calls=calls, source=estimate.source,
+                                         est_ns=estimate.duration_ns)
+            else:
+                rec["calls"] += calls
+        return out
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def _enc(v: Any) -> Any:
+    if isinstance(v, TensorMeta):
+        t: dict[str, Any] = {"T": [list(v.shape), v.dtype, list(v.stride), v.device]}
+        if v.storage_offset:
+            t["off"] = v.storage_offset
+        return t
+    if isinstance(v, (tuple, list)):
+        items = [_enc(x) for x in v]
+        if len(items) > 4 and all(x == items[0] for x in items):
+            return {"rep": [len(items), items[0]]}
+        return items
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_dec(x) for x in v)
+    if isinstance(v, dict):
+        if "T" in v:
+            shape, dtype, stride, device = v["T"]
+            return TensorMeta(tuple(shape), dtype, tuple(stride), device, int(v.get("off", 0)))
+        if "rep" in v:
+            n, item = v["rep"]
+            d = _dec(item)
+            return tuple(d for _ in range(n))
+        if "f" in v:  # benchmarks/h200/common.py's float encoding
+            return float(v["f"])
+        if "dtype" in v:
+            return v["dtype"]
+        if "device" in v:
+            return v["device"]
+        if "repr" in v:
+            return v["repr"]
+        raise ValueError(f"unknown encoded value {v!r}")
+    return v
+
+
+def encode_record(op: OpCall, *, sig: str | None = None, calls: int = 1, source: str = "",
+                  est_ns: int = 0) -> dict[str, Any]:
+    return {"sig": sig or signature(op), "op": op.name, "args": _enc(op.args),
+            "kwargs": [[k, _enc(v)] for k, v in op.kwargs], "outputs": _enc(op.outputs),
+            "calls": calls, "source": source, "est_ns": est_ns}
+
+
+def decode_op(rec: dict[str, Any]) -> OpCall:
+    """The `OpCall` a record describes (same signature as the call it was written from)."""
+    outputs = _dec(rec.get("outputs", []))
+    return OpCall(name=rec["op"], args=_dec(rec["args"]),
+                  kwargs=tuple((k, _dec(v)) for k, v in rec.get("kwargs", [])),
+                  outputs=tuple(o for o in outputs if isinstance(o, TensorMeta)))
+
+
+# ----------------------------------------------------------------------------- files
+
+
+@dataclass(slots=True)
+class OpsFile:
+    """The contents of one or more merged ops files."""
+
+    gpu: str
+    records: dict[str, dict[str, Any]]
+    """Signature -> record."""
+    sources: list[str]
+
+
+def write_ops(path: str | Path, records: dict[str, dict[str, Any]], *, gpu: str, **meta: Any) -> Path:
+    """Write records (signature -> record), sorted by signature, under a versioned header."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps({"format": OPS_FORMAT, "version": OPS_VERSION, "gpu": gpu, **meta}) + "\n")
+        for sig in sorted(records):
+            f.write(json.dumps(records[sig], separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_ops(path: str | Path) -> OpsFile:
+    """Read one ops file; a wrong format or version is a ValueError naming the file."""
+    path = Path(path)
+    with open(path) as f:
+        lines = f.read().splitlines()
+    if not lines:
+        raise ValueError(f"{path}: empty ops file")
+    try:
+        head = json.loads(lines[0])
+    except json.JSONDecodeError:
+        raise ValueError(f"{path}: not a Phantora ops file (its first line is not JSON)") from None
+    if not isinstance(head, dict) or head.get("format") != OPS_FORMAT:
+        fmt = head.get("format") if isinstance(head, dict) else None
+        raise ValueError(f"{path}: not a Phantora ops file (format {fmt!r}, expected {OPS_FORMAT!r})")
+    if head.get("version") != OPS_VERSION:
+        raise ValueError(f"{path}: ops file version {head.get('version')} (this Phantora reads {OPS_VERSION})")
+    records: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            sig = rec["sig"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f"{path}:{n}: malformed op record") from None
+        _add(records, sig, rec)
+    return OpsFile(str(head.get("gpu", "")), records, [str(path)])
+
+
+def _add(records: dict[str, dict[str, Any]], sig: str, rec: dict[str, Any]) -> None:
+    old = records.get(sig)
+    if old is None:
+        records[sig] = dict(rec)
+    else:
+        old["calls"] = int(old.get("calls", 0)) + int(rec.get("calls", 0))
+
+
+def merge_ops(files: Iterable[OpsFile]) -> OpsFile:
+    """Union of ops files (calls summed; the first file's representative call kept). Files for
+    different GPUs may be merged: signatures do not depend on the GPU; `gpu` is then the first's."""
+    files = list(files)
+    if not files:
+        raise ValueError("no ops files to merge")
+    records: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for sig, rec in f.records.items():
+            _add(records, sig, rec)
+    return OpsFile(files[0].gpu, records, [s for f in files for s in f.sources])
+
+
+def ops_files_in(path: str | Path) -> list[Path]:
+    """The ops files a path names: the file itself, or a simulation's output folder (its merged
+    `ops.jsonl`, else every `rank<N>/ops.jsonl`)."""
+    path = Path(path)
+    if path.is_dir():
+        merged = path / OPS_FILE
+        if merged.is_file():
+            return [merged]
+        ranks = sorted((p for p in path.glob(f"rank*/{OPS_FILE}") if p.parent.name[4:].isdigit()),
+                       key=lambda p: int(p.parent.name[4:]))
+        if not ranks:
+            raise ValueError(f"{path}: no {OPS_FILE} in this folder (nor in its rank*/ folders)")
+        return ranks
+    if not path.is_file():
+        raise ValueError(f"{path}: no such ops file or folder")
+    return [path]
+
+
+def merge_rank_ops(out_dir: str | Path, world_size: int, *, gpu: str) -> Path | None:
+    """The launcher's step: `<out>/rank<N>/ops.jsonl` of every rank -> `<out>/ops.jsonl`; None if no rank
+    wrote one. A rank file that cannot be read is skipped (its rank crashed while writing)."""
+    out_dir = Path(out_dir)
+    files = []
+    for rank in range(world_size):
+        p = out_dir / f"rank{rank}" / OPS_FILE
+        if p.is_file():
+            try:
+                files.append(read_ops(p))
+            except (OSError, ValueError):
+                continue
+    if not files:
+        return None
+    merged = merge_ops(files)
+    return write_ops(out_dir / OPS_FILE, merged.records, gpu=gpu, ranks=len(files))

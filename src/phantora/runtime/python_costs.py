@@ -1,0 +1,65 @@
+"""Host time of Python that op interception does not see.
+
+Op interception charges the host for every op (models/host.py); a training step also spends host
+time in Python that issues few or no ops: `nn.Module.__call__` and the `forward` bodies around the
+ops, `optimizer.step()`'s per-parameter bookkeeping, `zero_grad()` (no op at all with
+`set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, fetching a batch from a
+DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
+`Session.host_contention`). Each is charged, from the host model's constants, where the call starts: through
+PyTorch's own global hooks where there is one (module forward pre-hooks, optimizer step pre-hooks),
+through a thin wrapper otherwise. Deterministic: a constant per call (per parameter for
+`zero_grad`), never a measured time.
+
+Only the process that installed the simulation charges: a DataLoader worker forked from it runs
+the dataset's code on its own CPU, which the main process does not wait for.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from phantora.runtime.session import Session
+
+
+def install_python_costs(session: Session) -> None:
+    import torch
+    import torch.nn.modules.module as module
+    import torch.nn.utils.clip_grad as clip_grad
+    import torch.optim.optimizer as optimizer
+    from torch.utils.data import dataloader
+
+    host = session.host
+    pid = os.getpid()
+
+    def charge(ns: int) -> None:
+        if os.getpid() == pid:
+            session.host_work(ns)
+
+    module.register_module_forward_pre_hook(lambda mod, args: charge(host.module_call_ns()))
+    optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: charge(host.optimizer_step_ns()))
+    _charge_before(torch.optim.Optimizer, "zero_grad",
+                   lambda opt: charge(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))
+    _charge_before(torch.nn.Module, "zero_grad",
+                   lambda mod: charge(host.zero_grad_ns(sum(1 for _ in mod.parameters()))))
+    _charge_before(clip_grad, "_get_total_norm", lambda *args: charge(host.grad_norm_ns()))
+    def next_batch(it) -> None:
+        if os.getpid() == pid:
+            session.host_work(host.dataloader_next_ns())
+            session.host_contention(host.dataloader_contention_ns())
+
+    _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
+
+
+def _charge_before(owner: Any, name: str, charge: Callable[..., None]) -> None:
+    """Replace `owner.name` by a wrapper that calls `charge(first argument)` (or `charge()`), then the original."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        charge(*args[:1])
+        return original(*args, **kwargs)
+
+    setattr(owner, name, wrapper)

@@ -1,0 +1,51 @@
+"""Host time of calls the host model charges beyond ops (models/host.py), read on the simulated clock.
+
+Prints `HOST {json}`: the simulated host ns each probe took, for tests/integration/test_host_costs.py.
+"""
+
+import json
+import time
+
+import torch
+from torch.utils.data import DataLoader
+
+
+def took(fn) -> int:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t0
+
+
+a = torch.ones(16, device="cuda")
+b = torch.ones(16, device="cuda")
+identity = torch.nn.Identity()
+params = [torch.nn.Parameter(torch.ones(16, device="cuda")) for _ in range(3)]
+opt = torch.optim.SGD(params, lr=0.1)
+loader = iter(DataLoader(list(range(8)), batch_size=2, num_workers=0))
+x = torch.ones(8, device="cuda", requires_grad=True)
+z = x.sin().sum()
+
+
+def modules():
+    for _ in range(100):
+        identity(a)
+
+
+def adds():
+    for _ in range(100):
+        a.add_(b)
+
+
+result = {
+    "adds": took(adds),
+    "modules": took(modules),
+    "zero_grad": took(lambda: opt.zero_grad(set_to_none=True)),
+    "optimizer_step": took(opt.step),  # no gradients: no ops, only the step's Python
+    "clip": took(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0)),  # no gradients: no ops
+    "next": took(lambda: next(loader)),
+    "adds_after_next": took(adds),
+    "adds_again": took(adds),
+    "backward": took(z.backward),
+}
+print("HOST " + json.dumps(result), flush=True)

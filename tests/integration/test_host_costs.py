@@ -1,0 +1,25 @@
+"""The host model's terms beyond ops, charged by the runtime (models/host.py, runtime/python_costs.py)."""
+
+from conftest import SCRIPTS
+
+from phantora.models.host import H200_HOST as C
+
+
+def test_module_optimizer_clip_loader_and_backward_costs(phantora):
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"))
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("HOST")
+    add = C.launch_ns + C.framework_ns  # in place: no output allocated
+    assert took["adds"] == took["adds_again"] == 100 * add
+    assert took["modules"] == 100 * C.module_call_ns  # Identity issues no op
+    assert took["zero_grad"] == C.zero_grad_ns + 3 * C.zero_grad_per_param_ns
+    assert took["optimizer_step"] == C.optimizer_step_ns
+    assert took["clip"] == C.grad_norm_ns
+    assert took["next"] == C.dataloader_next_ns
+    # the loader's contention is paid by the ops issued next, each at most doubled
+    assert took["adds_after_next"] == 100 * add + min(C.dataloader_contention_ns, 100 * add)
+    # backward of sin(x).sum(): the grad seed (ones_like, from Python), then three nodes run by the
+    # engine: SumBackward0 (expand, a view), SinBackward0 (cos, mul), AccumulateGrad (detach, a view)
+    seed = C.launch_ns + C.framework_ns + C.alloc_output_ns
+    engine = 3 * C.autograd_node_ns + 2 * C.view_ns + 2 * (C.launch_ns + C.alloc_output_ns)
+    assert took["backward"] == seed + engine
