@@ -6,6 +6,17 @@ would hand the block back to the caching allocator. Finalizers can run at any po
 inside the model's own code), so they only queue the free; the queue is drained before the
 next allocation and before every statistics query, which keeps the model's call order the same
 as a real allocator's.
+
+Note: [Fake storage sizes]
+A fake tensor's storage is a meta storage whose `nbytes()` mostly follows the real one: FSDP2
+frees and re-allocates unsharded parameters with `untyped_storage().resize_(0)` / `resize_(n)`
+(hooked in runtime/storage.py) and decides whether to call them by reading `storage.size()`.
+Two differences are handled here. A storage that grows under an op (`Tensor.resize_`, an `out=`
+argument too small) is a new block on a GPU, freed after the copy (`resize_bytes_cuda`), so those
+ops' outputs are compared with the bytes allocated. And FakeTensorMode's dispatch cache builds a
+view output with `set_`, which regrows a storage that `resize_(0)` emptied to fit the view; on a
+GPU the storage stays empty, so it is emptied again, lest FSDP's `alloc_storage` find it already
+full-size and skip the allocation.
 """
 
 from __future__ import annotations
@@ -23,8 +34,11 @@ class MemoryTracker:
 
     def __init__(self, session: Session) -> None:
         self._session = session
-        self._live: dict[int, tuple[int, int]] = {}
-        """storage address (StorageImpl*) -> (device, allocator handle)"""
+        self._live: dict[int, tuple[int, int, int]] = {}
+        """storage address (StorageImpl*) -> (device, allocator handle, bytes allocated)"""
+        self._emptied: dict[int, int] = {}
+        """storage address -> device, for tracked storages that `resize_(0)` left without a block
+        (FSDP's freed unsharded parameters): still CUDA storages, to re-allocate on `resize_(n)`."""
         self._pending_frees: list[int] = []
         self.new_storage_listeners: list = []
         """Called with the key of each new storage: state kept per storage must not outlive it
@@ -34,12 +48,20 @@ class MemoryTracker:
         allocator = self._session.allocators[device]
         self._session.memory_samples.append((self._session.now_ns(), device, allocator.allocated_bytes, allocator.reserved_bytes))
 
-    def track_new_storage(self, tensor: torch.Tensor, stream_id: int) -> None:
-        """Allocate a block for `tensor`'s storage if this storage is new."""
+    def track_new_storage(self, tensor: torch.Tensor, stream_id: int, resized: bool = False) -> None:
+        """Allocate a block for `tensor`'s storage if this storage is new; `resized`: the op may have
+        grown an existing storage (`Tensor.resize_`, an `out=` argument), see Note [Fake storage sizes]."""
         self.drain_frees()  # first: a dead storage's address may already be reused
         storage = tensor.untyped_storage()
         key = storage._cdata
-        if key in self._live:
+        entry = self._live.get(key)
+        if entry is not None or key in self._emptied:
+            if resized:
+                nbytes = storage.nbytes()
+                if nbytes > (entry[2] if entry is not None else 0):  # resize_bytes_cuda
+                    self._resize(key, entry[0] if entry is not None else self._emptied[key], nbytes, stream_id)
+            elif entry is None and storage.nbytes():
+                torch._C.StorageBase.resize_(storage, 0)  # a view regrew it: Note [Fake storage sizes]
             return
         for listener in self.new_storage_listeners:
             listener(key)
@@ -49,27 +71,50 @@ class MemoryTracker:
             handle = allocator.malloc(storage.nbytes(), stream_id)
         except SimulatedOutOfMemoryError as error:
             raise torch.cuda.OutOfMemoryError(str(error)) from None
-        self._live[key] = (device, handle)
+        self._live[key] = (device, handle, storage.nbytes())
         weakref.finalize(storage, self._pending_frees.append, key)
         self._sample(device)
 
+    def device_of(self, storage: torch.UntypedStorage) -> int | None:
+        """The device of a tracked fake CUDA storage, None for any other storage.
+
+        A fake tensor's storage reports the *meta* device, whatever device the tensor claims, so
+        being tracked is what tells a simulated CUDA storage apart from a genuine meta one."""
+        self.drain_frees()  # a dead storage's address may have been reused by an untracked one
+        key = storage._cdata
+        entry = self._live.get(key)
+        if entry is not None:
+            return entry[0]
+        return self._emptied.get(key)
+
     def resize_storage(self, storage: torch.UntypedStorage, new_nbytes: int, stream_id: int) -> None:
-        """`UntypedStorage.resize_` on a fake CUDA storage (FSDP frees and re-allocates this way)."""
+        """`UntypedStorage.resize_` on a tracked fake CUDA storage (FSDP frees and re-allocates this way)."""
         self.drain_frees()
         key = storage._cdata
-        device = storage.device.index or 0
+        entry = self._live.get(key)
+        device = entry[0] if entry is not None else self._emptied.get(key)
+        if device is not None:
+            self._resize(key, device, new_nbytes, stream_id)
+
+    def _resize(self, key: int, device: int, new_nbytes: int, stream_id: int) -> None:
+        """Same order as `resize_bytes_cuda` (aten/src/ATen/native/cuda/Resize.cpp): resizing to 0
+        drops the block; any other size allocates the new block on the current stream, copies,
+        and only then frees the old one, so both are allocated for a moment."""
         allocator = self._session.allocators[device]
-        old = self._live.pop(key, None)
-        if old is not None:
-            allocator.free(old[1])
+        old = self._live.get(key)
         if new_nbytes > 0:
             try:
                 handle = allocator.malloc(new_nbytes, stream_id)
             except SimulatedOutOfMemoryError as error:
                 raise torch.cuda.OutOfMemoryError(str(error)) from None
-            self._live[key] = (device, handle)
-            if old is None:
-                weakref.finalize(storage, self._pending_frees.append, key)
+            self._live[key] = (device, handle, new_nbytes)
+            self._emptied.pop(key, None)
+        else:
+            self._live.pop(key, None)
+            self._emptied[key] = device
+        if old is not None:
+            allocator.free(old[1])
+        self._sample(device)
 
     def record_stream(self, tensor: torch.Tensor, stream_id: int) -> None:
         entry = self._live.get(tensor.untyped_storage()._cdata)
@@ -79,7 +124,9 @@ class MemoryTracker:
     def drain_frees(self) -> None:
         pending = self._pending_frees
         while pending:
-            entry = self._live.pop(pending.pop(0), None)
+            key = pending.pop(0)
+            self._emptied.pop(key, None)
+            entry = self._live.pop(key, None)
             if entry is not None:
                 self._session.allocators[entry[0]].free(entry[1])
                 self._sample(entry[0])

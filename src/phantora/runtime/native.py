@@ -5,13 +5,13 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-
-import torch
 
 SOURCE = Path(__file__).with_name("csrc") / "phantora_cuda.cpp"
 
@@ -27,13 +27,21 @@ def cache_dir() -> Path:
 
 
 def _build_key() -> str:
+    """The shim's source, torch's version and torch's location, found without importing torch: the
+    launcher checks the cache before it starts the ranks, and importing torch there would cost every
+    run ~200 MB of launcher memory and ~1.5 s before the first rank starts (docs/launcher.md, Scale)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise NativeBuildError("PyTorch is not installed")
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(torch.__version__.encode())
-    digest.update(torch.__file__.encode())
+    digest.update(importlib.metadata.version("torch").encode())  # torch.__version__
+    digest.update(spec.origin.encode())  # torch.__file__
     return digest.hexdigest()[:16]
 
 
 def _compile_command(output: Path) -> list[str]:
+    import torch
+
     torch_dir = Path(torch.__file__).parent
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
