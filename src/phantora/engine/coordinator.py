@@ -95,6 +95,7 @@ depends on the interleaving. Query results are sorted canonically, never in dict
 from __future__ import annotations
 
 import heapq
+import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -525,8 +526,9 @@ class Coordinator:
                     duration = round(duration * self._kernel_factor(rank, start))
                     self.network.mark_compute(rank, start, start + duration)
                 end = start + duration
-                s.spans.append(Span(rank, s.stream_id, item.name, item.host_ns, start, end, item.flops, item.bytes,
-                                     item.kernel_class, item.detail))
+                # spans stay until the reports; their strings repeat every step: one copy each (~40% of a span)
+                s.spans.append(Span(rank, s.stream_id, sys.intern(item.name), item.host_ns, start, end, item.flops,
+                                    item.bytes, sys.intern(item.kernel_class), sys.intern(item.detail)))
                 s.tail_ns = end
             elif kind is _MarkItem:
                 s.tail_ns = max(item.host_ns + latency, s.tail_ns)

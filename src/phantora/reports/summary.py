@@ -101,7 +101,7 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 
 def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
                   out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
-                  launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0,
+                  launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
                   error: str | None = None) -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
     results, problems = load_rank_results(out_dir, world_size)
@@ -147,6 +147,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "simulator_cpu_s": round(launcher_cpu_s + sum(p.cpu_s for p in processes), 3),
         "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
+        "simulator_records": records,
         "per_rank": rows,
     }
     if error:

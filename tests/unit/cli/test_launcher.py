@@ -92,6 +92,7 @@ def test_job_environment_output_and_reports(simulate, monkeypatch):
     assert summary["ranks_reported"] == 4 and summary["nccl_calls"] > 0 and summary["kernels"] > 0
     assert 0 < summary["gpu_busy_fraction"] <= 1 and summary["peak_allocated_gib"] == 4.0
     assert summary["placeholder_reads"] == {".item()": 4} and summary["host_only_ops"] == 20
+    assert summary["simulator_records"] >= summary["kernels"] + summary["nccl_calls"]
     assert [r["rank"] for r in summary["per_rank"]] == [0, 1, 2, 3]
     assert "== Phantora summary" in run.err and "exposed ms" in run.err
     for name in ("trace.json", "report.png", "timeline.png"):
