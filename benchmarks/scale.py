@@ -197,7 +197,7 @@ class TreeSampler(threading.Thread):
             m = _status_kib(pid)
             if m is None:
                 continue
-            if pid not in self._ranks:
+            if self._ranks.get(pid) is None:  # again until found: a child has RANK only once it has exec'd
                 self._ranks[pid] = None if pid == self.root else _rank_of(pid)
             rss_sum += m["VmRSS"] * 1024
             anon_sum += m.get("RssAnon", 0) * 1024
@@ -373,6 +373,9 @@ def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: P
         row["diff_steps"] = args.diff_steps
         row["wall_s_longer"] = run2["wall_s"]
         row["wall_per_step_by_difference_s"] = (run2["wall_s"] - run["wall_s"]) / args.diff_steps
+        times2 = [t for _, t, _ in run2["steps"]]
+        row["wall_per_step_longer_all_s"] = [b - a for a, b in zip(times2, times2[1:])]
+        row["to_first_step_longer_s"] = times2[0] if times2 else None
     print(f"   wall {row['wall_s']:.1f} s, {per_step_s:.2f} s/step, peak RSS sum {stats.peak_rss_sum / GIB:.2f} GiB",
           flush=True)
     return row
@@ -435,12 +438,13 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     ranks = [r["ranks"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    a.plot(ranks, [r["wall_per_step_s"] for r in rows], "o-", label="wall s / simulated step")
+    a.plot(ranks, [r["wall_per_step_s"] for r in rows], "o-", label="wall / simulated step")
     a.plot(ranks, [r["ranks_cpu_per_step_s"] + r["launcher_cpu_per_step_s"] for r in rows], "s--",
-           label="CPU s / step (all processes)")
-    a.plot(ranks, [r["launcher_cpu_per_step_s"] for r in rows], "^:", label="CPU s / step (launcher)")
-    a.plot(ranks, [r["to_first_step_s"] for r in rows], "d-.", label="startup s (to step 0)")
-    a.set_title("time")
+           label="CPU / step (all processes)")
+    a.plot(ranks, [r["launcher_cpu_per_step_s"] for r in rows], "^:", label="CPU / step (launcher)")
+    a.plot(ranks, [r["to_first_step_s"] for r in rows], "d-.", label="startup (launch to step 0)")
+    a.set_title("time, s")
+    a.set_yscale("log")
     b.plot(ranks, [r["peak_rss_sum_bytes"] / GIB for r in rows], "o-", label="RSS sum (peak)")
     b.plot(ranks, [r["peak_footprint_bytes"] / GIB for r in rows], "s--", label="footprint: anon sum + shared")
     b.plot(ranks, [r["peak_pss_sum_bytes"] / GIB for r in rows], "x:", label="PSS sum (sampled)")
@@ -457,6 +461,11 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _title(w: dict, machine: dict) -> str:
+    return (f"{w['parallel']} Llama dim {w['dim']} x {w['n_layers']} layers, seq {w['seq']}, {w['steps']} steps; "
+            f"{machine['cpus']} CPUs, {machine['mem_gib']} GiB")
 
 
 def main() -> int:
@@ -482,7 +491,13 @@ def main() -> int:
     p.add_argument("--pss-interval", type=float, default=5.0, help="seconds between PSS sweeps")
     p.add_argument("--name", default="scale", help="results go to <out-dir>/<name>.json and <name>.png")
     p.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    p.add_argument("--replot", type=Path, metavar="JSON", help="only print the table and plot of earlier results")
     args = p.parse_args()
+    if args.replot:
+        doc = json.loads(args.replot.read_text())
+        print_table(doc["runs"], doc["baseline"])
+        plot(doc["runs"], args.replot.with_suffix(".png"), _title(doc["workload"], doc["machine"]))
+        return 0
     if args.steps <= WARMUP_STEPS + 1:
         p.error(f"--steps must be more than {WARMUP_STEPS + 1}")
     workload = Workload(parallel=args.parallel, steps=args.steps, dim=args.dim, n_layers=args.n_layers,
@@ -505,9 +520,7 @@ def main() -> int:
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
     print()
     print_table(rows, base)
-    title = (f"{workload.parallel} Llama dim {workload.dim} x {workload.n_layers} layers, seq {workload.seq}, "
-             f"{workload.steps} steps; {info['cpus']} CPUs, {info['mem_gib']} GiB")
-    plot(rows, args.out_dir / f"{args.name}.png", title)
+    plot(rows, args.out_dir / f"{args.name}.png", _title(doc["workload"], info))
     print(f"wrote {json_path} and {json_path.with_suffix('.png')}")
     return 0
 

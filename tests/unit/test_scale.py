@@ -1,5 +1,5 @@
-"""What keeps the simulator's processes small (issue 3, docs/launcher.md "Scale"): bounded memory
-samples in every rank, and a native-shim cache check that needs no torch."""
+"""What keeps simulating many ranks cheap (issue 3, docs/launcher.md "Scale"): bounded memory samples
+in every rank, and a native-shim cache check that needs no torch."""
 
 import subprocess
 import sys
@@ -66,3 +66,4 @@ def test_the_launcher_checks_the_native_shim_without_importing_torch():
     code = ("import sys; from phantora.runtime.native import build_shim; build_shim(); "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
