@@ -78,7 +78,7 @@ def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def overlap_with(intervals: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
     """Length of `intervals` (summed) that lies inside the union `cover`."""
-    total, j = 0.0, 0
+    total = 0.0
     for a, b in sorted(intervals):
         for c, d in cover:
             if d <= a:

@@ -257,7 +257,7 @@ class _Rendezvous:
 
 
 class _Stream:
-    __slots__ = ("rank", "stream_id", "tail_ns", "queue", "spans", "scheduled")
+    __slots__ = ("rank", "stream_id", "tail_ns", "queue", "spans", "scheduled", "waiting")
 
     def __init__(self, rank: _Rank, stream_id: int) -> None:
         self.rank = rank
@@ -266,6 +266,8 @@ class _Stream:
         self.queue: deque = deque()
         self.spans: list[Span] = []
         self.scheduled = False
+        self.waiting = False
+        """Its next kernel waits in `Coordinator._waiting_kernels` (Note [Compute beside NCCL])."""
 
 
 class _Rank:
@@ -321,7 +323,6 @@ class Coordinator:
                              f"({sharing.nccl_slowdown})")
         self._waiting_kernels: list[tuple[int, int, int]] = []
         """(start_ns, rank, stream_id) of streams whose next kernel waits for the network's time."""
-        self._waiting_streams: set[tuple[int, int]] = set()
 
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
@@ -370,8 +371,9 @@ class Coordinator:
         heap = self._waiting_kernels
         while heap and heap[0][0] <= now:
             _, rank, stream_id = heapq.heappop(heap)
-            self._waiting_streams.discard((rank, stream_id))
-            self._schedule(self._ranks[rank].streams[stream_id])
+            s = self._ranks[rank].streams[stream_id]
+            s.waiting = False
+            self._schedule(s)
 
     def _kernel_factor(self, rank: int, start_ns: int) -> float:
         """Note [Compute beside NCCL]: the compute slowdown if an NCCL operation of `rank` is in flight."""
@@ -518,8 +520,8 @@ class Coordinator:
                 if self._shared:
                     now = self.network.now_ns
                     if start > now:  # Note [Compute beside NCCL]
-                        if (rank, s.stream_id) not in self._waiting_streams:
-                            self._waiting_streams.add((rank, s.stream_id))
+                        if not s.waiting:
+                            s.waiting = True
                             heapq.heappush(self._waiting_kernels, (start, rank, s.stream_id))
                         break
                     assert start == now, (start, now)

@@ -213,11 +213,16 @@ class NetworkSimulator:
         until = self._busy_until.get(gpu)
         if end_ns <= start_ns or (until is not None and until >= end_ns):
             return
-        was_busy = until is not None and until > start_ns
         self._busy_until[gpu] = end_ns
-        heapq.heappush(self._timers, (end_ns, _GPU_IDLE, gpu, (), None))
-        if not was_busy and self.busy_slowdown != 1.0:
-            self._reallocate_gpu(start_ns, gpu)
+        if until is None:  # the GPU was idle
+            self._push_idle_timer(gpu, end_ns)
+            if self.busy_slowdown != 1.0:
+                self._reallocate_gpu(start_ns, gpu)
+
+    def _push_idle_timer(self, gpu: int, t: int) -> None:
+        """Each busy GPU has exactly one pending idle timer: extending a busy period moves none, the
+        timer moves itself to the period's end when it fires early."""
+        heapq.heappush(self._timers, (t, _GPU_IDLE, gpu, (), None))
 
     # --- advancing --------------------------------------------------------------------------------
     def advance_to(self, safe_ns: int) -> list[Completion]:
@@ -317,7 +322,10 @@ class NetworkSimulator:
         while self._timers and self._timers[0][0] == t:
             _, kind, gpu, _, r = heapq.heappop(self._timers)
             if kind == _GPU_IDLE:
-                if self._busy_until.get(gpu) == t:  # not extended since
+                until = self._busy_until[gpu]
+                if until > t:  # extended since the timer was set: it moves to the new end
+                    self._push_idle_timer(gpu, until)
+                else:
                     del self._busy_until[gpu]
                     changed_links.extend(f.shape.link_ids for f in self._flows_on(gpu))
                 continue
