@@ -2,13 +2,18 @@
 
     # once, after a device call: unpack what benchmarks/h200/groundtruth.py returned
     python benchmarks/h200/collect_groundtruth.py import CALLTAG /work/.device/N/groundtruth.tar.gz [--runner-log LOG]
+    # a later call that measures configurations again: kept beside the first runs, under repeats/
+    python benchmarks/h200/collect_groundtruth.py import CALLTAG TAR --repeat
     # rebuild the configs file from data/h200/groundtruth/*.json and the dev set
     python benchmarks/h200/collect_groundtruth.py configs
 
 `import` writes data/h200/groundtruth/NAME.json (+ logs/NAME.log), data/h200/overlap/*, and
 env_CALLTAG.json; TorchTitan's result is re-parsed from its log with groundtruth.parse.
 `configs` lists every configuration (name, script, world, args as CLI words, measured step_ms
-median and spread, peak memory, source file), the three dev-set configurations first.
+median and spread, peak memory, source file), the three dev-set configurations first. A configuration
+measured in several calls (repeats/NAME_CALLTAG.json) gets the median and spread of all its steps
+together, and `runs` lists each call's median: host-bound runs (tensor parallelism, tiny models) differ
+between calls by more than within one.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ sys.path.insert(0, str(HERE))
 import groundtruth  # noqa: E402
 
 GT = REPO / "data" / "h200" / "groundtruth"
+REPEATS = GT / "repeats"
 OVERLAP = REPO / "data" / "h200" / "overlap"
 DEV_SET = REPO / "data" / "reference" / "h200x4_dev_set.json"
 CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
 
 
-def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[str]):
+def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[str], repeat: bool = False):
     by_name = {c["name"]: c for c in groundtruth.CONFIGS}
     with tarfile.open(tar_path) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
@@ -56,9 +62,9 @@ def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[
                 rec["max_mem_reserved_gib"] = result["max_mem_reserved_gib"]
                 rec["max_mem_allocated_gib"] = None
             rec["call"] = tag
-            dest = GT / "excluded" if rec["name"] in exclude else GT
+            dest = GT / "excluded" if rec["name"] in exclude else REPEATS if repeat else GT
             dest.mkdir(exist_ok=True)
-            suffix = f"_{tag}" if rec["name"] in exclude else ""
+            suffix = f"_{tag}" if rec["name"] in exclude or repeat else ""
             (dest / f"{rec['name']}{suffix}.json").write_text(json.dumps(rec, indent=1) + "\n")
             (dest / "logs").mkdir(exist_ok=True)
             (dest / "logs" / f"{rec['name']}{suffix}.log").write_text(log)
@@ -75,15 +81,27 @@ def build_configs():
     order = [c["name"] for c in groundtruth.CONFIGS]
     by_name = {c["name"]: c for c in groundtruth.CONFIGS}
 
+    repeats: dict[str, list[dict]] = {}
+    for p in sorted(REPEATS.glob("*.json")):
+        rec = json.loads(p.read_text())
+        if rec.get("ok"):
+            repeats.setdefault(rec["name"], []).append(rec)
+
     def entry(rec):
         c = by_name[rec["name"]]
         words = groundtruth.command_words(c)
+        runs = [rec, *repeats.get(rec["name"], [])]
+        steps = [x for r in runs for x in r["step_ms_all"][3:]]
+        step_ms = groundtruth.spread(steps) if len(runs) > 1 else rec["step_ms"]
         return {
             "name": rec["name"], "script": c["script"], "module": c["module"], "world": rec["world"],
             "launch": words[:len(words) - len(c["args"])], "args": rec["args"], "command": rec["command"],
             "steps_flag": "--training.steps" if c["module"] else "--steps",
             "measured": {
-                "step_ms": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec["step_ms"].items()},
+                "step_ms": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in step_ms.items()},
+                "runs": [{"call": r.get("call"), "median_ms": round(r["step_ms"]["median"], 3),
+                          "min_ms": round(r["step_ms"]["min"], 3), "max_ms": round(r["step_ms"]["max"], 3)}
+                         for r in runs],
                 "step_ms_all": [round(x, 3) for x in rec["step_ms_all"]], "warmup_steps_excluded": 3,
                 "max_mem_reserved_gib": rec["max_mem_reserved_gib"], "max_mem_allocated_gib": rec["max_mem_allocated_gib"],
                 "date": datetime.datetime.fromtimestamp(rec["started_unix"], datetime.timezone.utc).date().isoformat(),
@@ -135,10 +153,11 @@ def main():
     i.add_argument("tar", type=Path)
     i.add_argument("--runner-log", type=Path)
     i.add_argument("--exclude", default="", help="config names whose result is kept under excluded/ (invalid run)")
+    i.add_argument("--repeat", action="store_true", help="a repeat measurement: keep it under repeats/ beside the first")
     sub.add_parser("configs")
     a = p.parse_args()
     if a.cmd == "import":
-        import_call(a.tag, a.tar, a.runner_log, set(filter(None, a.exclude.split(","))))
+        import_call(a.tag, a.tar, a.runner_log, set(filter(None, a.exclude.split(","))), a.repeat)
     else:
         build_configs()
 

@@ -1,4 +1,5 @@
-"""Kernel-level profiles of one training step of ground-truth configurations, on real H200s.
+"""Kernel-level profiles of one training step of ground-truth configurations, on real H200s
+(or, with --host-calls, the host time of their library calls and step phases).
 
 For each named configuration of `groundtruth.py` (llama_train.py ones), runs it exactly as the ground
 truth did, with PHANTORA_BENCH_PROFILE_DIR set: after its measured steps each rank profiles one more
@@ -26,6 +27,9 @@ def main() -> int:
     p.add_argument("--only", required=True, help="comma-separated configuration names")
     p.add_argument("--steps", type=int, default=6, help="measured steps before the profiled one")
     p.add_argument("--deadline-s", type=float, default=540)
+    p.add_argument("--host-calls", action="store_true",
+                   help="instead of a profiled step, time library calls and step phases on the host "
+                        "(benchmarks/workloads/host_calls.py): $OUT/host_calls/NAME/rank{R}.json")
     a = p.parse_args()
     configs = {c["name"]: c for c in groundtruth.CONFIGS}
     t0 = time.time()
@@ -37,9 +41,9 @@ def main() -> int:
         args = list(c["args"])
         args[args.index("--steps") + 1] = str(a.steps)
         c["args"] = args
-        out = Path(a.out) / "profiles" / name
+        out = Path(a.out) / ("host_calls" if a.host_calls else "profiles") / name
         out.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PHANTORA_BENCH_PROFILE_DIR": str(out)}
+        env = {**os.environ, "PHANTORA_BENCH_HOST_CALLS" if a.host_calls else "PHANTORA_BENCH_PROFILE_DIR": str(out)}
         if c["world"] == 1:
             env["CUDA_VISIBLE_DEVICES"] = "0"
         started = time.time()

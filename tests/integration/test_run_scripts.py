@@ -19,7 +19,9 @@ def test_cuda_api_surface(phantora):
     assert seen["event_ms"] > 1.3
     assert 0 < seen["event_after_idle_ms"] < 0.5 * seen["event_ms"]  # one GEMM, not the 10 ms idle gap
     # independent streams overlap, ordered ones do not
-    assert seen["two_streams_s"] < 0.8 * seen["ordered_streams_s"]
+    # two GEMMs that each fill the GPU run one after the other on two streams too (coordinator Note
+    # [One kernel at a time]): no faster than when ordered
+    assert seen["two_streams_s"] >= 0.95 * seen["ordered_streams_s"]
     assert seen["stream_is_current"]
     # placeholders (Note [Placeholder values])
     assert seen["item"] == 0.0 and seen["finite_all"] is True and seen["any"] is False

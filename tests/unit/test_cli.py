@@ -52,3 +52,26 @@ def test_run_takes_a_cluster_file(tmp_path):
     cluster.write_text('gpu = "a100"\nnodes = 1\n')
     config, _ = config_from_args(build_parser().parse_args(["run", "--cluster", str(cluster), str(script)]))
     assert config.rank_config.gpu == "a100" and config.cluster.gpus_per_node == 8
+
+
+def test_host_time_options(tmp_path, capsys):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    parse = build_parser().parse_args
+    rank = config_from_args(parse(["run", "--gpu", "h200", str(script)]))[0].rank_config
+    assert (rank.host_time, rank.host_time_scale) == ("model", 1.0)
+    rank = config_from_args(parse(["run", "--gpu", "h200", "--host-time", "measured", "--host-time-scale", "0.8",
+                                   str(script)]))[0].rank_config
+    assert (rank.host_time, rank.host_time_scale) == ("measured", 0.8)
+    rank = config_from_args(parse(["torchrun", "--gpu", "h200", "--host-time", "measured", "--nproc-per-node", "2",
+                                   str(script)]))[0].rank_config
+    assert (rank.host_time, rank.host_time_scale) == ("measured", 1.0)
+    for words, message in ((["--host-time", "measured", "--host-time-scale", "0"], "must be a finite number > 0"),
+                           (["--host-time", "measured", "--host-time-scale", "fast"], "must be a finite number > 0"),
+                           (["--host-time", "measured", "--host-time-scale=-2"], "must be a finite number > 0"),
+                           (["--host-time-scale", "2"], "only applies with --host-time measured"),
+                           (["--host-time", "wall"], "invalid choice")):
+        for command in ("run", "torchrun"):
+            assert main([command, "--gpu", "h200", *words, str(script)]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and message in err[0], err

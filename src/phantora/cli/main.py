@@ -13,6 +13,7 @@ process per simulated GPU (one for `run`). Bad input is one line on stderr and e
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -27,7 +28,7 @@ from phantora.cli.torchrun import (
     parse_nproc_per_node,
     torchrun_plan,
 )
-from phantora.config.run import RankConfig
+from phantora.config.run import HOST_TIME_MODES, RankConfig
 from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
@@ -64,8 +65,26 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
                    help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
     p.add_argument("--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
     p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
+    p.add_argument("--host-time", choices=HOST_TIME_MODES, default="model",
+                   help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
+                        "deterministic (default); measured = the CPU time the script's own code takes on this "
+                        "machine, outside Phantora (varies with load; docs/compute-model.md, Host model)")
+    p.add_argument("--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
+                   help="with --host-time measured: multiply measured CPU time by FACTOR, the target host CPU's "
+                        "time for the same work over this machine's (0.8: the target CPU is 25%% faster; default 1)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr every few seconds (default: when stderr is a terminal)")
+
+
+def _positive_float(text: str) -> float:
+    """A finite number > 0 (argparse turns the error into one line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,10 +177,13 @@ def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
 
 def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
     key = _gpu_key(gpu)
+    if args.host_time_scale is not None and args.host_time != "measured":
+        raise CliError("--host-time-scale only applies with --host-time measured")
     try:
         return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,
-                          kernel_databases=_kernel_databases(args.kernel_db, key))
+                          kernel_databases=_kernel_databases(args.kernel_db, key), host_time=args.host_time,
+                          host_time_scale=1.0 if args.host_time_scale is None else args.host_time_scale)
     except ValueError as error:
         raise CliError(str(error)) from None
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
 """The CLI hands the rank process its `RankConfig` as JSON through this variable."""
+HOST_TIME_MODES = ("model", "measured")
+"""`--host-time` choices; "model" (deterministic) is the default."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,10 +39,25 @@ class RankConfig:
     profile_worker: str = ""
     """"host:port#token" of the on-the-fly profiler worker (`--profile-on-the-fly`), which measures ops
     that no database has on the real GPU; empty: off."""
+    host_time: str = "model"
+    """How the simulated host clock advances between intercepted calls (`--host-time`): "model", the
+    host model's constants (deterministic), or "measured", the CPU time the program's own code took on
+    this machine (runtime/host_time.py Note [Measured host time])."""
+    host_time_scale: float = 1.0
+    """`--host-time-scale`: measured CPU time is multiplied by this (the target host CPU's time for the
+    same work over this machine's: below 1 for a faster target CPU); only with host_time "measured"."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.devices_per_process <= 64:
             raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")
+        if self.host_time not in HOST_TIME_MODES:
+            raise ValueError(f"--host-time must be one of {', '.join(HOST_TIME_MODES)}, got {self.host_time!r}")
+        scale = self.host_time_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+            raise ValueError(f"--host-time-scale must be a finite number > 0, got {scale!r}")
+        if self.host_time == "model" and scale != 1.0:
+            raise ValueError("--host-time-scale only applies with --host-time measured")
+        object.__setattr__(self, "host_time_scale", float(scale))
         object.__setattr__(self, "kernel_databases", tuple(self.kernel_databases))  # a list after JSON
 
     def to_env(self) -> str:

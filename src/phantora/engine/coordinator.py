@@ -75,6 +75,21 @@ becomes final once its kernels are placed, as before; and a rank's clock is neve
 network's time (replies are released, and the rank counts in the bound, at its kernels' end).
 Without a sharing model kernels are placed at once, as in Note [Placing work on streams].
 
+Note: [One kernel at a time]
+With a sharing model, the kernels of one GPU also run one at a time, whatever their streams: a
+training kernel fills every SM, so a kernel on a side stream (FSDP2's all-gather copy-in) gets the
+GPU only between two kernels of the main stream, as real step profiles show (it starts in the tail
+of the kernel running when it became ready). NCCL operations (a few SMs) and host-device copies
+(copy engines) are exempt. So a kernel starts at max(ready, the GPU's last kernel end), ready being
+max(host_ns + launch latency, stream tail); among kernels that could take the GPU at the same
+time, the one ready first wins (the main stream's next kernel becomes ready only when the kernel
+before it ends, so a side-stream kernel that was waiting goes first), then the one launched first.
+Every kernel therefore waits on the heap, keyed (start, ready, host_ns, rank, stream), and is
+placed only when the network has reached its start and it is popped in that order; a kernel that
+finds its GPU taken meanwhile goes back with the later start. The order is a function of the
+records alone: nothing with a start at or before the network's time can still arrive (Note
+[Conservative safe time]).
+
 Note: [Queries]
 A query (`cudaStreamQuery`, `cudaEventQuery`) asks whether work is done by the rank's host time h
 without blocking the host. The querying rank keeps h as its clock in the bound X, since its next
@@ -271,11 +286,13 @@ class _Stream:
 
 
 class _Rank:
-    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits")
+    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "compute_free_ns")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.host_ns = 0
+        self.compute_free_ns = 0
+        """When the GPU's last placed kernel ends (Note [One kernel at a time])."""
         self.state = _ACTIVE
         self.streams: dict[int, _Stream] = {}
         self.marks: dict[int, _Mark] = {}
@@ -321,7 +338,9 @@ class Coordinator:
         if self._shared and getattr(network, "busy_slowdown", None) != sharing.nccl_slowdown:
             raise ValueError(f"the network's busy_slowdown must be the sharing model's nccl_slowdown "
                              f"({sharing.nccl_slowdown})")
-        self._waiting_kernels: list[tuple[int, int, int]] = []
+        self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
+        """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
+        would run them (Note [One kernel at a time])."""
         """(start_ns, rank, stream_id) of streams whose next kernel waits for the network's time."""
 
     # --- the loop -------------------------------------------------------------------------------
@@ -366,14 +385,15 @@ class Coordinator:
             replies += self._release()
 
     def _wake_kernels(self) -> None:
-        """Schedule the streams whose waiting kernel starts by the network's time."""
+        """Place the waiting kernels that start by the network's time, in the order the GPU picks them
+        (Note [One kernel at a time]); one that finds its GPU taken waits again."""
         now = self.network.now_ns
         heap = self._waiting_kernels
         while heap and heap[0][0] <= now:
-            _, rank, stream_id = heapq.heappop(heap)
+            _, _, _, rank, stream_id = heapq.heappop(heap)
             s = self._ranks[rank].streams[stream_id]
             s.waiting = False
-            self._schedule(s)
+            self._pump(s, due=True)
 
     def _kernel_factor(self, rank: int, start_ns: int) -> float:
         """Note [Compute beside NCCL]: the compute slowdown if an NCCL operation of `rank` is in flight."""
@@ -507,25 +527,34 @@ class Coordinator:
             s.scheduled = False
             self._pump(s)
 
-    def _pump(self, s: _Stream) -> None:
+    def _pump(self, s: _Stream, due: bool = False) -> None:
+        """Place what can be placed at the head of `s`; `due`: its next kernel was just taken off the
+        waiting heap at the network's time, in GPU order (Note [One kernel at a time])."""
         latency = self.launch_latency_ns
         queue = s.queue
-        rank = s.rank.rank
+        rk = s.rank
+        rank = rk.rank
         while queue:
             item = queue[0]
             kind = type(item)
             if kind is KernelRecord:
-                start = max(item.host_ns + latency, s.tail_ns)
+                ready = start = max(item.host_ns + latency, s.tail_ns)
                 duration = item.duration_ns
                 if self._shared:
+                    engine = item.kernel_class != "memcpy"
+                    if engine:
+                        start = max(ready, rk.compute_free_ns)
                     now = self.network.now_ns
-                    if start > now:  # Note [Compute beside NCCL]
+                    if start > now or not due:  # Note [Compute beside NCCL]
                         if not s.waiting:
                             s.waiting = True
-                            heapq.heappush(self._waiting_kernels, (start, rank, s.stream_id))
+                            heapq.heappush(self._waiting_kernels, (start, ready, item.host_ns, rank, s.stream_id))
                         break
                     assert start == now, (start, now)
+                    due = False
                     duration = round(duration * self._kernel_factor(rank, start))
+                    if engine:
+                        rk.compute_free_ns = start + duration
                     self.network.mark_compute(rank, start, start + duration)
                 end = start + duration
                 # spans stay until the reports; their strings repeat every step: one copy each (~40% of a span)

@@ -706,7 +706,7 @@ class ComputeModel:
             link = self.cal.memory[kind]
             moved = sum(unique_bytes(t) for t in op.outputs) or nbytes / 2
             t = link["t0_ns"] + moved / link["bytes_per_s"] * 1e9
-            return KernelEstimate(int(round(t + self._gap(1))), 0.0, moved, "copy", source)
+            return KernelEstimate(int(round(t + self._gap(1))), 0.0, moved, "memcpy", source)  # copy engines, not SMs
         p = self.cal.memory.get(kind) or self.cal.memory.get(MEMORY_KIND_OF_CLASS.get(cls, "generic")) or self.cal.memory["generic"]
         t = p["t0_ns"] + nbytes / (self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]) * 1e9
         n_k = int(p.get("kernels", 1))

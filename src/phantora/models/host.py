@@ -34,9 +34,36 @@ the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from phantora.models.ops import OpCall, TensorMeta
+
+
+LIBRARY_CALL_NS: dict[str, int] = {
+    # FSDP2 (pooled over llama_l1b_fsdp4 and llama_l1b_fsdp2: 16 layers, 9 parameters each)
+    "FSDPState._pre_forward": 175_700,
+    "FSDPState._post_forward": 117_500,
+    "FSDPState._root_post_backward_final_callback": 322_300,
+    "FSDPParamGroup.unshard": 246_900,
+    "FSDPParamGroup.wait_for_unshard": 298_700,
+    "FSDPParamGroup.reshard": 44_000,
+    "FSDPParamGroup.pre_backward": 90_900,
+    "FSDPParamGroup.post_backward": 1_048_100,
+    # DTensor and tensor parallelism (pooled over llama_l1b_tp2 and llama_l1b_tp4)
+    "DTensor.from_local": 22_200,
+    "DTensor.to_local": 18_300,
+    "DTensor.redistribute": 114_700,
+    "ColwiseParallel._prepare_input_fn": 5_300,
+    "ColwiseParallel._prepare_output_fn": 10_400,
+    "RowwiseParallel._prepare_input_fn": 7_700,
+    "RowwiseParallel._prepare_output_fn": 30_300,
+}
+"""Host time per call of FSDP2's hooks and DTensor's Python entry points beyond the ops they issue and
+what the rest of this model charges inside them: the mean exclusive host time of each call in real
+steps on the H200 machine minus the same in Phantora's simulation of those steps (torch 2.11 on the
+GPU machine; benchmarks/h200/profile_steps.py --host-calls, data/h200/host_calls/, compared with
+benchmarks/compare_host_calls.py)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +126,19 @@ class HostConstants:
     collective_ns: int = 15000
     """Host side of one c10d NCCL call (ProcessGroupNCCL: work object, stream sync events, ncclGroup
     launch): an estimate, not measured yet."""
+    subclass_op_ns: int = 59_000
+    """Per op on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding propagation
+    (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the local tensors.
+    Fitted on the forward and backward phases of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
+    time missing over 878 DTensor ops in the forward, 123 ms over 1807 in the backward, less what
+    LIBRARY_CALL_NS accounts for: 59 µs per op in both."""
+    subclass_op_per_tensor_ns: int = 2_300
+    """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
+    parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
+    6.3 ms over 16 such ops with 2342 extra tensors; the TP run's 10 ms would give 3.9 µs)."""
+    library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
+    """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
+    charges them at the call's start; the names are `Class.method`)."""
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured yet;
     it keeps polling loops (`while not e.query()`) advancing in simulated time."""
@@ -178,6 +218,18 @@ class HostModel:
     def query_ns(self) -> int:
         """Host time of a stream or event query."""
         return self.c.query_ns
+
+    def subclass_op_ns(self, tensors: int) -> int:
+        """Host time of a tensor subclass's own dispatch of one op with `tensors` subclass arguments."""
+        return self.c.subclass_op_ns + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
+
+    def library_call_ns(self, name: str) -> int:
+        """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""
+        return self.c.library_call_ns.get(name, 0)
+
+    def library_calls(self) -> list[str]:
+        """The library calls this model charges."""
+        return sorted(self.c.library_call_ns)
 
     def module_call_ns(self) -> int:
         """Host time of one `nn.Module` call, beyond the ops it issues."""

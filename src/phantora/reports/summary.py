@@ -23,8 +23,9 @@ from phantora.models.network import ClusterNetworkConfig
 from phantora.reports.breakdown import CoordinatorState, RankBreakdown, rank_breakdown
 from phantora.units import NS_PER_S, GiB
 
-RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "kernel_sources", "generic_ops",
-               "placeholders", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes")
+RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "kernel_sources",
+               "generic_ops", "placeholders", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes",
+               "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
 _PER_RANK_ROWS = 16
@@ -102,7 +103,8 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
                   out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
                   launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
-                  error: str | None = None) -> dict[str, Any]:
+                  error: str | None = None, host_time: str = "model",
+                  host_time_scale: float = 1.0) -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
     results, problems = load_rank_results(out_dir, world_size)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
@@ -138,6 +140,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "kernels": sum(b.kernels for b in breakdowns),
         "nccl_calls": sum(b.nccl_calls for b in breakdowns),
         "host_only_ops": sum(_int(r.get("host_only_ops")) for r in reported),
+        "subclass_ops": sum(_int(r.get("subclass_ops")) for r in reported),
         "kernel_time_s_by_class": {k: v / NS_PER_S for k, v in by_class.most_common()},
         "kernel_sources": _counter(reported, "kernel_sources"),
         "generic_ops": _counter(reported, "generic_ops"),
@@ -148,11 +151,21 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
+        "host_time": _host_time(host_time, host_time_scale, reported),
         "per_rank": rows,
     }
     if error:
         summary["error"] = error
     return summary
+
+
+def _host_time(mode: str, scale: float, reported: list[dict[str, Any]]) -> dict[str, Any]:
+    """How host time was simulated (`--host-time`); measured: the scale and the mean CPU time charged."""
+    if mode != "measured":
+        return {"mode": mode, "deterministic": True}
+    charged = [_int(r.get("host_time_measured_ns")) for r in reported]
+    return {"mode": mode, "deterministic": False, "scale": scale,
+            "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
 
 
 def _int(value: Any) -> int:
@@ -191,8 +204,16 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     if s["ranks_reported"]:
         rows.append(("peak memory", f"{s['peak_allocated_gib']:.2f} GiB allocated, "
                                     f"{s['peak_reserved_gib']:.2f} GiB reserved (largest rank)"))
+    host = s.get("host_time") or {"mode": "model"}
+    if host["mode"] == "measured":
+        per = " per rank" if world > 1 else ""
+        rows.append(("host time", f"measured CPU time x{host['scale']:g}: {1e3 * host['measured_s']:.2f} ms "
+                                  f"charged{per} (varies between runs)"))
+    else:
+        rows.append(("host time", "host model (deterministic)"))
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
-                                    f"{s['host_only_ops']} host-only"))
+                                    f"{s['host_only_ops']} host-only"
+                                    + (f", {s['subclass_ops']} dispatched by DTensor" if s["subclass_ops"] else "")))
     top = list(s["kernel_time_s_by_class"].items())[:5]
     if top:
         rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))

@@ -40,7 +40,8 @@ def install(config: RankConfig):
     register_cuda_kernels_for_composite_ops()
     install_module_conversion()
     install_foreach_support()
-    install_python_costs(session)
+    if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
+        install_python_costs(session)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)
@@ -50,6 +51,9 @@ def install(config: RankConfig):
     install_storage_resize_hook(recorder)
     VirtualClock(session.now_ns, session.host_work).install()
     mode.__enter__()
+    if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
+        from phantora.runtime.host_time import start_measuring
+        start_measuring(session.host_timer, mode)
     return session
 
 
@@ -92,6 +96,8 @@ def main() -> int:
         return 2
     session = install(config)
     code = run_user_program(argv)
+    if session.host_timer is not None:
+        session.host_timer.stop()  # measured host time ends with the program
     from phantora.reports.rank_result import write_rank_result
     from phantora.runtime import native
     native.load_shim().phantora_clear_event_callbacks()

@@ -17,7 +17,8 @@ A tensor subclass with its own dispatch (DTensor) must unwrap before its op can 
 popped, and the subclass's ops on its local fake tensors reach the fake tensors' own mode
 directly, skipping `HybridMode`. `RecordingFakeMode.dispatch` therefore sends any op that did
 not come through `HybridMode` back to it, so handlers (copies, reads, functional collectives)
-apply to DTensor's local work as to any other.
+apply to DTensor's local work as to any other. The subclass's own dispatch costs host time on a
+GPU too (DTensor's sharding propagation and wrapping): the host pays it where `HybridMode` defers.
 
 Note: [Foreign fake modes]
 Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
@@ -319,7 +320,9 @@ class HybridMode(TorchDispatchMode):
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
         flat, _ = tree_flatten((args, kwargs))
-        if any(_has_own_dispatch(type(a)) for a in flat):
+        subclass_args = sum(1 for a in flat if _has_own_dispatch(type(a)))
+        if subclass_args:
+            self.session.subclass_op(subclass_args)
             return NotImplemented  # Note [Ops from tensor subclasses]
         has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):

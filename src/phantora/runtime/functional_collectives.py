@@ -113,6 +113,17 @@ def wait_tensor(mode, func, args, kwargs):
     return t
 
 
+def wrap_tensor_autograd(mode, func, args, kwargs):
+    """`_c10d_functional._wrap_tensor_autograd` (torch >= 2.12): on a GPU it wraps its input in an
+    AsyncCollectiveTensor: no kernel and no memory, though its fake kernel allocates a copy. The input's
+    collective is waited for here, where the recorded copy used to wait for it; the result is the fake
+    kernel's, unrecorded."""
+    mode.recorder.before_kernel([args[0]])
+    mode.session.host_only_op(str(func), allocates=False)
+    with mode.recorder.suppress():
+        return mode.run_fake(func, args, kwargs)
+
+
 def handlers() -> dict[Any, Any]:
     """Dispatch handlers for the functional collectives (and their autograd-aware variants)."""
     f = torch.ops._c10d_functional
@@ -131,6 +142,8 @@ def handlers() -> dict[Any, Any]:
         f.broadcast_.default: broadcast,
         f.wait_tensor.default: wait_tensor,
     }
+    if hasattr(f, "_wrap_tensor_autograd"):
+        table[f._wrap_tensor_autograd.default] = wrap_tensor_autograd
     autograd = torch.ops._c10d_functional_autograd
     table.update({
         autograd.all_to_all_single.default: all_to_all_single,

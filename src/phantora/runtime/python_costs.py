@@ -2,7 +2,7 @@
 
 Op interception charges the host for every op (models/host.py); a training step also spends host
 time in Python that issues few or no ops: `nn.Module.__call__` and the `forward` bodies around the
-ops, `optimizer.step()`'s per-parameter bookkeeping, `zero_grad()` (no op at all with
+ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's Python entry points, `zero_grad()` (no op at all with
 `set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
 `Session.host_contention`). Each is charged, from the host model's constants, where the call starts: through
@@ -17,6 +17,8 @@ the dataset's code on its own CPU, which the main process does not wait for.
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -51,10 +53,37 @@ def install_python_costs(session: Session) -> None:
             session.host_contention(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
+    for name in host.library_calls():
+        owner = _library_owner(name)
+        if owner is not None:  # a torch without this library (or this version of it) never calls it
+            cost = host.library_call_ns(name)
+            _charge_before(owner, name.rpartition(".")[2], lambda *args, cost=cost: charge(cost))
+
+
+LIBRARY_MODULES = {
+    "FSDPState": "torch.distributed.fsdp._fully_shard._fsdp_state",
+    "FSDPParamGroup": "torch.distributed.fsdp._fully_shard._fsdp_param_group",
+    "DTensor": "torch.distributed.tensor._api",
+    "ColwiseParallel": "torch.distributed.tensor.parallel.style",
+    "RowwiseParallel": "torch.distributed.tensor.parallel.style",
+}
+"""Where the classes of the host model's library calls live (`Class.method` names)."""
+
+
+def _library_owner(name: str) -> type | None:
+    class_name, _, method = name.rpartition(".")
+    try:
+        owner = getattr(importlib.import_module(LIBRARY_MODULES[class_name]), class_name)
+    except (ImportError, AttributeError):
+        return None
+    return owner if hasattr(owner, method) else None
 
 
 def _charge_before(owner: Any, name: str, charge: Callable[..., None]) -> None:
-    """Replace `owner.name` by a wrapper that calls `charge(first argument)` (or `charge()`), then the original."""
+    """Replace `owner.name` by a wrapper that calls `charge(first argument)` (or `charge()`), then the original.
+    The wrapper keeps the original's signature (TP's `distribute_module` counts an input_fn's parameters)
+    and its kind (a staticmethod stays one)."""
+    static = isinstance(inspect.getattr_static(owner, name), staticmethod)
     original = getattr(owner, name)
 
     @functools.wraps(original)
@@ -62,4 +91,4 @@ def _charge_before(owner: Any, name: str, charge: Callable[..., None]) -> None:
         charge(*args[:1])
         return original(*args, **kwargs)
 
-    setattr(owner, name, wrapper)
+    setattr(owner, name, staticmethod(wrapper) if static else wrapper)

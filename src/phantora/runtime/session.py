@@ -18,6 +18,7 @@ from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
+from phantora.models.measured_host import host_model_for
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
 from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
 from phantora.profiler.database import combined_database
@@ -44,6 +45,8 @@ class OpStats:
     flops: float = 0.0
     bytes_moved: float = 0.0
     kernel_ns_by_class: collections.Counter = field(default_factory=collections.Counter)
+    subclass_ops: int = 0
+    """Ops dispatched by a tensor subclass (DTensor) before its local ops."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
     """Op name -> calls that got only a generic memory-bound estimate."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
@@ -71,7 +74,7 @@ class Session:
             from phantora.profiler.onthefly import OnTheFlyClient
             self.on_the_fly = OnTheFlyClient(config.profile_worker)
         self._not_measured: set[OpCall] = set()
-        self.host = host or HostModel()
+        self.host = host or host_model_for(config.host_time)
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
         allocator_config = AllocatorConfig.from_env(os.environ)
@@ -88,6 +91,12 @@ class Session:
         self._warned: set[str] = set()
         self._contention_ns = 0
         """Host time still owed to other threads of the program (`host_contention`)."""
+        self.host_timer = None
+        """With `--host-time measured`: charges the program's own CPU time between intercepted calls
+        (runtime/host_time.py Note [Measured host time]); None with the host model alone (default)."""
+        if config.host_time == "measured":
+            from phantora.runtime.host_time import install_session_timer
+            self.host_timer = install_session_timer(self)
 
     # -- host time ---------------------------------------------------------------------------
     def now_ns(self) -> int:
@@ -96,6 +105,12 @@ class Session:
     def host_work(self, duration_ns: int) -> None:
         with self.lock:
             self.link.advance_host(duration_ns)
+
+    def subclass_op(self, tensors: int) -> None:
+        """A tensor subclass (DTensor) dispatches an op with `tensors` subclass arguments itself."""
+        with self.lock:
+            self.stats.subclass_ops += 1
+            self.link.advance_host(self.host.subclass_op_ns(tensors))
 
     def host_contention(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's

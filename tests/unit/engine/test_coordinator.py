@@ -508,6 +508,24 @@ def test_kernels_that_start_while_nccl_is_in_flight_are_slowed():
     assert net.compute == [(0, 0, 100), (0, 500, 650), (0, 2000, 2100)]
 
 
+def test_kernels_of_one_gpu_run_one_at_a_time_and_a_waiting_side_stream_kernel_goes_first():
+    """Note [One kernel at a time]: the side stream's kernel, ready at 50 while the main stream's first
+    kernel runs, takes the GPU at 100, before the main stream's next kernel (launched earlier, ready only at 100)."""
+    net = BusyRecordingNetwork()
+    c = Coordinator(1, net, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0))
+    c.submit(0, [K(0, 0, 100, "main1"), K(0, 10, 100, "main2"), K(2, 50, 30, "side"), K(0, 60, 100, "main3"),
+                 SYNC(1, 60)])
+    assert times(c.spans(0, 0)) == [("main1", 0, 100), ("main2", 130, 230), ("main3", 230, 330)]
+    assert times(c.spans(0, 2)) == [("side", 100, 130)]
+
+
+def test_host_device_copies_run_beside_kernels():
+    net = BusyRecordingNetwork()
+    c = Coordinator(1, net, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0))
+    c.submit(0, [K(0, 0, 100, "main"), KernelRecord(2, 10, 50, "h2d", kernel_class="memcpy"), SYNC(1, 10)])
+    assert times(c.spans(0, 2)) == [("h2d", 10, 60)]
+
+
 def test_sharing_needs_the_network_to_slow_nccl_by_the_same_factor():
     with pytest.raises(ValueError):
         Coordinator(2, BusyRecordingNetwork(), sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=3.0))

@@ -144,3 +144,21 @@ def test_trace_is_chrome_json_with_a_process_per_rank(tmp_path):
     assert (nccl["cat"], nccl["ts"], nccl["dur"]) == ("nccl", 1.5, 0.25)
     assert nccl["args"]["algorithm"] == "ring" and nccl["args"]["group"] == [0] and nccl["args"]["launch_us"] == 0.01
     assert slices["cudaDeviceSynchronize"]["tid"] == 0 and slices["cudaDeviceSynchronize"]["dur"] == 1.73
+
+
+def test_summary_names_the_host_time_mode(tmp_path):
+    network = NetworkSimulator(Topology(CLUSTER))
+    s = summarise(Coordinator(2, network), tmp_path, processes=[])
+    assert s["host_time"] == {"mode": "model", "deterministic": True}
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert "host model (deterministic)" in text.getvalue()
+    for rank, ns in ((0, 3_000_000), (1, 1_000_000)):
+        (tmp_path / f"rank{rank}").mkdir()
+        (tmp_path / f"rank{rank}" / "result.json").write_text(json.dumps(
+            {"rank": rank, "host_ns": 5, "host_time": "measured", "host_time_measured_ns": ns}))
+    s = summarise(Coordinator(2, network), tmp_path, processes=[], host_time="measured", host_time_scale=0.5)
+    assert s["host_time"] == {"mode": "measured", "deterministic": False, "scale": 0.5, "measured_s": 0.002}
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert "measured CPU time x0.5: 2.00 ms charged per rank (varies between runs)" in text.getvalue()

@@ -1,0 +1,31 @@
+"""`--host-time measured` charges the script's own CPU time between GPU ops; the default host model does not
+(runtime/host_time.py Note [Measured host time])."""
+
+from conftest import SCRIPTS
+
+from phantora.models.host import H200_HOST as C
+
+
+def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantora):
+    model = phantora(str(SCRIPTS / "host_time_probe.py"))
+    assert model.code == 0, model.stderr
+    took = model.tagged_json("HOSTTIME")
+    assert took["loop_ns"] == 0  # no op, no modelled cost: the loop is invisible to the host model
+    assert took["add_ns"] == C.launch_ns + C.framework_ns
+    assert model.summary["host_time"] == {"mode": "model", "deterministic": True}
+    assert "host model (deterministic)" in model.stderr
+
+    measured = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time", "measured",
+                                                                     "--host-time-scale", "2"))
+    assert measured.code == 0, measured.stderr
+    took = measured.tagged_json("HOSTTIME")
+    cpu = took["loop_cpu_ns"]
+    assert cpu > 1_000_000
+    # the loop's CPU time (read inside the measured stretch) times the scale, less at most a few µs of
+    # calibrated entry overhead, plus the clock reads around it
+    assert 2 * (cpu - 50_000) <= took["loop_ns"] <= 2 * (cpu + 500_000)
+    assert took["add_ns"] >= C.launch_ns  # the op's modelled launch, without framework_ns, plus what was measured
+    host = measured.summary["host_time"]
+    assert host["mode"] == "measured" and not host["deterministic"] and host["scale"] == 2.0
+    assert host["measured_s"] * 1e9 >= took["loop_ns"]
+    assert "measured CPU time x2" in measured.stderr
