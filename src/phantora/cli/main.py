@@ -13,7 +13,6 @@ process per simulated GPU (one for `run`). Bad input is one line on stderr and e
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -28,7 +27,7 @@ from phantora.cli.torchrun import (
     parse_nproc_per_node,
     torchrun_plan,
 )
-from phantora.config.run import HOST_TIME_MODES, RankConfig
+from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
 from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
@@ -79,12 +78,9 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
 def _positive_float(text: str) -> float:
     """A finite number > 0 (argparse turns the error into one line)."""
     try:
-        value = float(text)
+        return positive_finite(float(text))
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,6 +14,13 @@ HOST_TIME_MODES = ("model", "measured")
 """`--host-time` choices; "model" (deterministic) is the default."""
 
 
+def positive_finite(value: object) -> float:
+    """`value` as a float; ValueError unless it is a number (not a bool or text), finite and > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankConfig:
     """Everything a rank process needs to simulate its GPU(s)."""
@@ -52,12 +59,13 @@ class RankConfig:
             raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")
         if self.host_time not in HOST_TIME_MODES:
             raise ValueError(f"--host-time must be one of {', '.join(HOST_TIME_MODES)}, got {self.host_time!r}")
-        scale = self.host_time_scale
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-            raise ValueError(f"--host-time-scale must be a finite number > 0, got {scale!r}")
+        try:
+            scale = positive_finite(self.host_time_scale)
+        except ValueError as error:
+            raise ValueError(f"--host-time-scale {error}") from None
         if self.host_time == "model" and scale != 1.0:
             raise ValueError("--host-time-scale only applies with --host-time measured")
-        object.__setattr__(self, "host_time_scale", float(scale))
+        object.__setattr__(self, "host_time_scale", scale)
         object.__setattr__(self, "kernel_databases", tuple(self.kernel_databases))  # a list after JSON
 
     def to_env(self) -> str:
