@@ -113,13 +113,19 @@ def main() -> int:
                else [c for c in doc["configs"] if args.all or c["world"] == 1])
     extra = ["--no-kernel-db"] if args.no_kernel_db else []
     have_torchrun = any(c["world"] > 1 for c in configs) and torchrun_available()
-    rows = []
+    rows, failed = [], []
     for config in configs:
         reason = skip_reason(config, have_torchrun)
         if reason:
             print(f"{config['name']}: skipped: {reason}")
             continue
-        run = run_config(config, steps=args.steps, extra=extra)
+        try:
+            run = run_config(config, steps=args.steps, extra=extra)
+        except (RuntimeError, StopIteration) as error:  # one failed config is reported, the others go on
+            lines = [line for line in str(error).splitlines() if line.strip()] or [repr(error)]
+            print(f"{config['name']}: FAILED: {lines[0]} ... {lines[-1]}", flush=True)
+            failed.append(config["name"])
+            continue
         r, m = run["result"], measured(config)
         rows.append({
             "name": config["name"],
@@ -136,7 +142,10 @@ def main() -> int:
               f"vs {mr:.2f} ({error_pct(pr, mr):+.1f} %), {run['wall_s']:.0f} s wall", flush=True)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
-    return print_table(rows, doc, args.no_kernel_db)
+    code = print_table(rows, doc, args.no_kernel_db)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return code or (1 if failed else 0)
 
 
 def spread(config: dict) -> tuple[float, float]:

@@ -135,24 +135,32 @@ def fit_attention(cal: dict, obs: list[Obs]) -> None:
         pts = groups[key]
         y = np.array([o.kernel_ns for _, o in pts], dtype=float)
         kernels = int(statistics.median(o.n_kernels for _, o in pts))
+        # per score element (tile_pairs): identifiable only where head dims differ (64 and 128 here)
+        vary_d = len({a["d"] for a, _ in pts}) > 1
         if len(pts) >= 6:
-            X = np.array([[1.0, a["rows"], a["tile_flops"] / peak * 1e9] for a, _ in pts])
+            X = np.array([[1.0, a["rows"], a["tile_flops"] / peak * 1e9] + ([a["tile_pairs"]] if vary_d else [])
+                          for a, _ in pts])
             coef = _wnnls(X, y)
-            t0, row_ns, inv_eff = coef
+            t0, row_ns, inv_eff = coef[:3]
             cal["attention"][key] = {"t0_ns": t0, "row_ns": row_ns, "eff": 1.0 / max(inv_eff, 1e-3), "kernels": kernels,
-                                     "points": len(pts)}
-        else:  # few points (cuDNN): keep flash's fixed costs, fit the rate alone
+                                     "points": len(pts), "pair_ns": float(coef[3]) if vary_d else 0.0}
+        else:  # few points (cuDNN): keep flash's fixed costs, fit the rate (and the per-pair cost) alone
             ref = cal["attention"].get(f"flash_{key.split('_')[1]}", {"t0_ns": 5000.0, "row_ns": 0.0})
             rest = y - ref["t0_ns"] - ref["row_ns"] * np.array([a["rows"] for a, _ in pts])
-            w = np.array([a["tile_flops"] / peak * 1e9 for a, _ in pts])
-            inv = float(np.sum(w * rest / y**2) / np.sum(w * w / y**2))
-            cal["attention"][key] = {"t0_ns": ref["t0_ns"], "row_ns": ref["row_ns"], "eff": 1.0 / max(inv, 1e-3),
-                                     "kernels": kernels, "points": len(pts)}
+            X = np.array([[a["tile_flops"] / peak * 1e9] + ([a["tile_pairs"]] if vary_d else []) for a, _ in pts])
+            coef = _wnnls_rel(X, rest, y)
+            cal["attention"][key] = {"t0_ns": ref["t0_ns"], "row_ns": ref["row_ns"], "eff": 1.0 / max(coef[0], 1e-3),
+                                     "kernels": kernels, "points": len(pts), "pair_ns": float(coef[1]) if vary_d else 0.0}
 
 
 def _wnnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Least squares of relative error with non-negative coefficients (active-set by dropping)."""
-    w = 1.0 / y
+    return _wnnls_rel(X, y, y)
+
+
+def _wnnls_rel(X: np.ndarray, y: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Least squares of X·coef = y, each row's error relative to `scale`, coefficients >= 0."""
+    w = 1.0 / scale
     active = list(range(X.shape[1]))
     coef = np.zeros(X.shape[1])
     while active:
@@ -182,7 +190,7 @@ def fit_memory(cal: dict, obs: list[Obs]) -> None:
             by_kind[kind].append(o)
             continue
         by_kind[kind].append(o)
-        if cls != "copy" and not kind.endswith("_strided"):
+        if cls != "copy" and not kind.endswith(("_strided", "_cast")):  # per-op fits: vectorized path only
             by_packet[packet_name(o.op.name)].append(o)
         if cls in ("elementwise", "copy", "reduction"):
             every.append(o)

@@ -1,5 +1,6 @@
 """Kernel-level profiles of one training step of ground-truth configurations, on real H200s
-(or, with --host-calls, the host time of their library calls and step phases).
+(or, with --host-calls, the host time of their library calls and step phases; with --timeline, the
+host and GPU times of each layer and phase).
 
 For each named configuration of `groundtruth.py` (llama_train.py ones), runs it exactly as the ground
 truth did, with PHANTORA_BENCH_PROFILE_DIR set: after its measured steps each rank profiles one more
@@ -25,12 +26,23 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--only", required=True, help="comma-separated configuration names")
-    p.add_argument("--steps", type=int, default=6, help="measured steps before the profiled one")
+    p.add_argument("--steps", type=int, default=6, help="measured steps (before the profiled one)")
     p.add_argument("--deadline-s", type=float, default=540)
     p.add_argument("--host-calls", action="store_true",
                    help="instead of a profiled step, time library calls and step phases on the host "
                         "(benchmarks/workloads/host_calls.py): $OUT/host_calls/NAME/rank{R}.json")
+    p.add_argument("--timeline", action="store_true",
+                   help="instead of a profiled step, host and GPU times of each layer and phase of every "
+                        "step (benchmarks/workloads/timeline.py): $OUT/timeline/NAME/rank{R}.json")
+    p.add_argument("--memory-history", action="store_true",
+                   help="instead of a profiled step, the allocator segments mapped in each step and the "
+                        "allocations that caused them (benchmarks/workloads/memory_history.py)")
     a = p.parse_args()
+    kind, variable = next((k, v) for on, k, v in (
+        (a.host_calls, "host_calls", "PHANTORA_BENCH_HOST_CALLS"),
+        (a.timeline, "timeline", "PHANTORA_BENCH_TIMELINE"),
+        (a.memory_history, "memory_history", "PHANTORA_BENCH_MEMORY_HISTORY"),
+        (True, "profiles", "PHANTORA_BENCH_PROFILE_DIR")) if on)
     configs = {c["name"]: c for c in groundtruth.CONFIGS}
     t0 = time.time()
     for name in a.only.split(","):
@@ -41,9 +53,9 @@ def main() -> int:
         args = list(c["args"])
         args[args.index("--steps") + 1] = str(a.steps)
         c["args"] = args
-        out = Path(a.out) / ("host_calls" if a.host_calls else "profiles") / name
+        out = Path(a.out) / kind / name
         out.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PHANTORA_BENCH_HOST_CALLS" if a.host_calls else "PHANTORA_BENCH_PROFILE_DIR": str(out)}
+        env = {**os.environ, variable: str(out)}
         if c["world"] == 1:
             env["CUDA_VISIBLE_DEVICES"] = "0"
         started = time.time()

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from phantora.models.compute import (
-    Calibration, ComputeModel, DbEntry, KernelDatabase, loose_signature, mta_launches, opcall_from_record, signature,
+    Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, loose_signature, mta_launches, opcall_from_record,
+    signature,
 )
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.specs import get_gpu_spec
@@ -247,3 +248,95 @@ def test_packaged_analytic_model_is_close_on_big_gemm():
     m = ComputeModel(H200, KernelDatabase("h200"))
     est = m.estimate(mm(8192, 8192, 8192))
     assert est.duration_ns == pytest.approx(1.372e6, rel=0.10)  # measured 1371.9 µs on the H200
+
+
+# ------------------------------------------- pointwise kernel paths (Note [Pointwise kernel paths])
+
+PATHS_MEMORY = dict(CAL["memory"], **{
+    "aten.mul": {"t0_ns": 1000.0, "bw_eff": 0.95},
+    "elementwise_strided": {"t0_ns": 1000.0, "bw_eff": 0.5},
+    "elementwise_cast": {"t0_ns": 1000.0, "bw_eff": 0.55},
+    "elementwise_strided_cast": {"t0_ns": 1000.0, "bw_eff": 0.25},
+    "copy": {"t0_ns": 1000.0, "bw_eff": 0.9},
+    "copy_strided": {"t0_ns": 1000.0, "bw_eff": 0.3},
+})
+
+
+def _mul(a, b, out):
+    return OpCall("aten.mul.Tensor", (a, b), (), (out,))
+
+
+def test_broadcast_operand_takes_the_non_vectorized_path():
+    m = model(memory=PATHS_MEMORY)
+    x = t((4, 4096, 2048), "float32")
+    same = _mul(x, x, x)
+    weight = _mul(x, t((2048,), "float32"), x)  # RMSNorm's x * w
+    row = _mul(x, t((4, 4096, 1), "float32"), x)  # x * rsqrt(mean)
+    expanded = OpCall("aten.div.Scalar", (t((4, 4096, 2048), "float32", stride=(4096, 1, 0)), 2048), (), (x,))
+    assert m._memory_kind(same, "elementwise") == "aten.mul"  # per-op fit: vectorized path only
+    for op in (weight, row, expanded):
+        assert m._memory_kind(op, "elementwise") == "elementwise_strided"
+    nbytes = 2 * 4 * 4 * 4096 * 2048 + 4 * 2048
+    assert m.estimate(weight).duration_ns == round(1000 + nbytes / (4.8e12 * 0.5) * 1e9 + 1000)
+
+
+def test_cpu_scalar_is_not_a_broadcast_operand():
+    m = model(memory=PATHS_MEMORY)
+    x = t((1 << 20,), "float32")
+    assert m._memory_kind(_mul(x, t((), "float32", device="cpu"), x), "elementwise") == "aten.mul"
+    assert m._memory_kind(_mul(x, t((), "float32"), x), "elementwise") == "elementwise_strided"  # 0-dim CUDA tensor
+
+
+def test_mixed_dtypes_take_the_casting_paths():
+    m = model(memory=PATHS_MEMORY)
+    res = t((4, 4096, 2048), "float32")
+    proj = t((4, 4096, 2048), "bfloat16")
+    add = OpCall("aten.add.Tensor", (res, proj), (), (res,))  # float32 residual + bfloat16 projection
+    assert m._memory_kind(add, "elementwise") == "elementwise_cast"
+    # RoPE: bfloat16 x[..., ::2] times a float32 table broadcast over batch and heads
+    half = t((4, 4096, 32, 32), "bfloat16", stride=(8388608, 2048, 64, 2))
+    rope = _mul(half, t((1, 4096, 1, 32), "float32"), t((4, 4096, 32, 32), "float32"))
+    assert m._memory_kind(rope, "elementwise") == "elementwise_strided_cast"
+    assert m.estimate(rope).duration_ns == round(1000 + default_bytes(rope) / (4.8e12 * 0.25) * 1e9 + 1000)
+    # a bool mask is no cast
+    where = OpCall("aten.where.self", (t((1 << 20,), "bool"), t((1 << 20,)), t((1 << 20,))), (), (t((1 << 20,)),))
+    assert m._memory_kind(where, "elementwise") == "elementwise"
+    # a calibration without the casting kinds costs them as the kind without "_cast"
+    old = model(memory={k: v for k, v in PATHS_MEMORY.items() if not k.endswith("_cast")})
+    assert old.estimate(rope).duration_ns == round(1000 + default_bytes(rope) / (4.8e12 * 0.5) * 1e9 + 1000)
+    assert old.estimate(add).duration_ns == round(1000 + default_bytes(add) / (4.8e12 * 0.9) * 1e9 + 1000)
+
+
+def test_stack_and_slice_backward_of_an_inner_dim_write_strided_slices():
+    m = model(memory=PATHS_MEMORY)
+    a = t((4, 4096, 32, 32), "float32")
+    last = OpCall("aten.stack.default", ((a, a), -1), (), (t((4, 4096, 32, 32, 2), "float32"),))
+    first = OpCall("aten.stack.default", ((a, a),), (), (t((2, 4, 4096, 32, 32), "float32"),))
+    scalars = OpCall("aten.stack.default", (tuple(t((), "float32") for _ in range(8)),), (), (t((8,), "float32"),))
+    assert m._memory_kind(last, "copy") == "copy_strided"
+    assert m._memory_kind(first, "copy") == m._memory_kind(scalars, "copy") == "copy"
+    g = t((4, 4096, 32, 32), "bfloat16")
+    inner = OpCall("aten.slice_backward.default", (g, (4, 4096, 32, 64), 3, 0, 2**63 - 1, 2), (), (t((4, 4096, 32, 64)),))
+    outer = OpCall("aten.slice_backward.default", (g, (8, 4096, 32, 32), 0, 0, 4, 1), (), (t((8, 4096, 32, 32)),))
+    assert m._memory_kind(inner, "copy") == "copy_strided"
+    assert m._memory_kind(outer, "copy") == "copy"
+    assert m.estimate(last).duration_ns > 2.5 * m.estimate(first).duration_ns
+
+
+def _cudnn(b, h, s, d):
+    q = t((b, h, s, d))
+    return OpCall("aten._scaled_dot_product_cudnn_attention.default", (q, q, q, None, True, 0.0, True), (), (q,))
+
+
+def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop():
+    cal = dict(CAL["attention"], cudnn_fwd={"t0_ns": 0.0, "row_ns": 0.0, "eff": 1.5, "pair_ns": 2e-4, "kernels": 1})
+    m = model(attention=cal, kernel_gap_ns=0.0)
+    d64, d128 = m.estimate(_cudnn(2, 32, 4096, 64)), m.estimate(_cudnn(1, 32, 4096, 128))
+    assert d64.flops == d128.flops
+    pairs = 32 * (32 * 33 // 2) * 128 * 128  # computed 128x128 tiles of one causal head-batch of 4096
+    tile_flops = 4.0 * pairs * 128
+    assert d128.duration_ns == round(tile_flops / (989.4e12 * 1.5) * 1e9 + 2e-4 * pairs)
+    assert d64.duration_ns == round(tile_flops / (989.4e12 * 1.5) * 1e9 + 2e-4 * 2 * pairs)
+    # FLOPs and softmax together never beat the dense peak (d=256 with these constants would)
+    d256 = m.estimate(_cudnn(1, 16, 4096, 256))
+    assert d256.duration_ns == round(tile_flops / 989.4e12 * 1e9)

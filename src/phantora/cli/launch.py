@@ -21,7 +21,9 @@ its failure before it tells any rank, so, reading the server's failure *after* r
 - a disconnect names the culprit, whatever else exited meanwhile; its process gets
   `_EXIT_GRACE_S` to exit, so its exit code and traceback are in the report;
 - with no server failure, the first rank seen exiting non-zero is the culprit (nobody was told
-  anything yet, so it failed on its own).
+  anything yet, so it failed on its own); if it had reported RankFinished while peers still run, the
+  coordinator gets `_EXIT_GRACE_S` to find the deadlock its exit may leave (its process can be
+  reaped before the coordinator has processed what the peers sent meanwhile), so the report says so.
 """
 
 from __future__ import annotations
@@ -343,7 +345,12 @@ class _Launcher:
         failure = self.server.failure  # read after reaping: see the Note
         if failure is None:
             failed = next((r for r in self.exit_order if r.exit_code != 0), None)
-            return None if failed is None else _Culprit(failed)
+            if failed is None:
+                return None
+            if (failed.rank in self.server.finished_ranks() and any(r.exit_code is None for r in self.ranks)
+                    and not self._grace_over()):
+                return None  # the coordinator may yet find the deadlock its exit leaves (see the Note)
+            return _Culprit(failed)
         if failure.kind == "deadlock":
             return self._deadlock_cause(failure)
         if failure.kind != "disconnect" or failure.rank is None:

@@ -80,8 +80,11 @@ With a sharing model, the kernels of one GPU also run one at a time, whatever th
 training kernel fills every SM, so a kernel on a side stream (FSDP2's all-gather copy-in) gets the
 GPU only between two kernels of the main stream, as real step profiles show (it starts in the tail
 of the kernel running when it became ready). NCCL operations (a few SMs) and host-device copies
-(copy engines) are exempt. So a kernel starts at max(ready, the GPU's last kernel end), ready being
-max(host_ns + launch latency, stream tail); among kernels that could take the GPU at the same
+(copy engines) are exempt. So a kernel starts at max(ready, the GPU's last kernel end + the
+kernel gap), ready being max(host_ns + launch latency, stream tail); the gap (`kernel_gap_ns`, 1.5 µs on an
+H200) is what back-to-back kernels of a real step lose beyond their estimated durations, which hold
+only the minimum gap between kernels (docs/coordinator.md "Kernel gap"); a kernel launched onto an
+idle GPU does not pay it. Among kernels that could take the GPU at the same
 time, the one ready first wins (the main stream's next kernel becomes ready only when the kernel
 before it ends, so a side-stream kernel that was waiting goes first), then the one launched first.
 Every kernel therefore waits on the heap, keyed (start, ready, host_ns, rank, stream), and is
@@ -286,13 +289,14 @@ class _Stream:
 
 
 class _Rank:
-    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "compute_free_ns")
+    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "next_kernel_ns")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.host_ns = 0
-        self.compute_free_ns = 0
-        """When the GPU's last placed kernel ends (Note [One kernel at a time])."""
+        self.next_kernel_ns = 0
+        """The earliest start of the GPU's next kernel: its last placed kernel's end plus the sharing
+        model's kernel gap (Note [One kernel at a time])."""
         self.state = _ACTIVE
         self.streams: dict[int, _Stream] = {}
         self.marks: dict[int, _Mark] = {}
@@ -341,7 +345,7 @@ class Coordinator:
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
-        """(start_ns, rank, stream_id) of streams whose next kernel waits for the network's time."""
+        self._kernel_gap_ns = sharing.kernel_gap_ns
 
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
@@ -543,7 +547,7 @@ class Coordinator:
                 if self._shared:
                     engine = item.kernel_class != "memcpy"
                     if engine:
-                        start = max(ready, rk.compute_free_ns)
+                        start = max(ready, rk.next_kernel_ns)
                     now = self.network.now_ns
                     if start > now or not due:  # Note [Compute beside NCCL]
                         if not s.waiting:
@@ -554,7 +558,7 @@ class Coordinator:
                     due = False
                     duration = round(duration * self._kernel_factor(rank, start))
                     if engine:
-                        rk.compute_free_ns = start + duration
+                        rk.next_kernel_ns = start + duration + self._kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)
                 end = start + duration
                 # spans stay until the reports; their strings repeat every step: one copy each (~40% of a span)

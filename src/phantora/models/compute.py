@@ -99,6 +99,68 @@ def strided_access(tensors: Iterable[TensorMeta]) -> bool:
     return any(len(v) > 1 for v in orders.values())
 
 
+# Note [Pointwise kernel paths]
+# TensorIterator runs a pointwise op on one of three CUDA kernels, and their speed differs by up to
+# 4x for the same bytes (H200, in-step kernels of the llama steps in data/h200, bandwidth as a
+# fraction of 4.8 TB/s): `vectorized_elementwise_kernel` when every operand is contiguous and of
+# the kernel's dtype (0.85-0.92); `unrolled_elementwise_kernel` when they are contiguous but some
+# must be cast (0.56 for float32 + bfloat16); `elementwise_kernel` with an offset calculator when
+# any operand is broadcast (stride 0, fewer elements) or strided (0.45-0.54), and with casting on
+# top (0.21-0.25: RoPE's bfloat16 `x[..., ::2]` times a float32 table). The analytic model picks
+# the memory kind the same way: `<class>_strided` (gaps, transposes or a broadcast input),
+# `<class>_cast` (mixed dtypes), `<class>_strided_cast`, each fitted on its own; the per-op fits
+# (`aten.mul`, ...) are for the vectorized path only. Before this, a broadcast `x * rsqrt(...)`
+# or the RoPE products were costed as vectorized, 1.5-2x too fast, and a 1.5B Llama step with
+# recomputed activations came out 10 % short (docs/accuracy.md).
+
+
+def broadcast_input(op: OpCall) -> bool:
+    """True when a pointwise op reads a CUDA input broadcast against its output: a dim of size > 1
+    with stride 0 (an expanded view), or fewer elements than the output (`x * w` with `w` of shape
+    `[dim]`, a 0-dim CUDA tensor). PyTorch's TensorIterator vectorizes only when every operand is
+    contiguous; a broadcast operand sends the op to `elementwise_kernel` with an offset calculator,
+    about half the bandwidth of `vectorized_elementwise_kernel` on an H200 (Note [Pointwise kernel
+    paths]). CPU scalars are passed to the kernel as arguments and do not count."""
+    n_out = max((t.numel for t in op.outputs), default=0)
+    for t in op.tensor_inputs():
+        if not t.device.startswith("cuda"):
+            continue
+        if t.numel < n_out or any(sz > 1 and st == 0 for sz, st in zip(t.shape, t.stride)):
+            return True
+    return False
+
+
+def mixed_dtypes(op: OpCall) -> bool:
+    """True when a pointwise op's tensor operands of more than one element have different dtypes
+    (bool masks and results aside): the kernel casts every element it loads or stores
+    (`unrolled_elementwise_kernel`, or the casting `elementwise_kernel` when an operand is strided
+    too), e.g. a bfloat16 activation times a float32 rotary table, or a float32 residual plus a
+    bfloat16 projection under autocast."""
+    dtypes = {t.dtype for t in list(op.tensor_inputs()) + list(op.outputs) if t.numel > 1 and t.dtype != "bool"}
+    return len(dtypes) > 1
+
+
+def writes_strided_slices(op: OpCall) -> bool:
+    """True for copy-class ops whose kernel writes into a strided part of the output although the
+    op's own tensors are contiguous: `stack` along an inner dim (each input is copied into every
+    other slot of the result: RoPE's `torch.stack([re, im], -1)`) and `slice_backward` /
+    `select_backward` of an inner dim (zeros, then a copy into the slice)."""
+    p = packet_name(op.name)
+    if p not in ("aten.stack", "aten.slice_backward", "aten.select_backward"):
+        return False
+    b = bind(op)
+    if p == "aten.stack":
+        ins = op.tensor_inputs()
+        if not ins:
+            return False
+        shape = ins[0].shape
+        d = int(b.get("dim", 0) or 0) % (len(shape) + 1)
+        return math.prod(shape[:d]) > 1
+    sizes = b.get("input_sizes") or ()
+    d = int(b.get("dim", 0) or 0) % max(len(sizes), 1)
+    return math.prod(sizes[:d]) > 1 or (p == "aten.slice_backward" and b.get("step", 1) not in (1, None))
+
+
 def _tensors(value: Any) -> list[TensorMeta]:
     found: list[TensorMeta] = []
 
@@ -690,12 +752,16 @@ class ComputeModel:
                     return "cast_down" if itemsize(dst) < itemsize(src) else "cast_up"
                 if p in CAST_COPY_OPS and not (is_contiguous(src) and is_contiguous(dst)):
                     return "strided_copy"
-            if strided_access(op.tensor_inputs() + list(op.outputs)):
+            if writes_strided_slices(op) or strided_access(op.tensor_inputs() + list(op.outputs)):
                 return "copy_strided"
             return "copy"
         base = MEMORY_KIND_OF_CLASS.get(cls, "generic")
-        if cls in ("elementwise", "other") and strided_access(op.tensor_inputs() + list(op.outputs)):
-            return base + "_strided"
+        if cls in ("elementwise", "other"):
+            # Note [Pointwise kernel paths]
+            strided = strided_access(op.tensor_inputs() + list(op.outputs)) or broadcast_input(op)
+            cast = mixed_dtypes(op)
+            if strided or cast:
+                return base + ("_strided" if strided else "") + ("_cast" if cast else "")
         if p in mem:
             return p
         return base
@@ -707,7 +773,9 @@ class ComputeModel:
             moved = sum(unique_bytes(t) for t in op.outputs) or nbytes / 2
             t = link["t0_ns"] + moved / link["bytes_per_s"] * 1e9
             return KernelEstimate(int(round(t + self._gap(1))), 0.0, moved, "memcpy", source)  # copy engines, not SMs
-        p = self.cal.memory.get(kind) or self.cal.memory.get(MEMORY_KIND_OF_CLASS.get(cls, "generic")) or self.cal.memory["generic"]
+        mem = self.cal.memory
+        p = (mem.get(kind) or mem.get(kind.removesuffix("_cast")) or mem.get(MEMORY_KIND_OF_CLASS.get(cls, "generic"))
+             or mem["generic"])
         t = p["t0_ns"] + nbytes / (self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]) * 1e9
         n_k = int(p.get("kernels", 1))
         return KernelEstimate(int(round(t + self._gap(n_k))), registry_flops(op), nbytes, cls, source)  # type: ignore[arg-type]
@@ -823,10 +891,13 @@ class ComputeModel:
         bk = _ceil_div(sk, 128)
         blocks = bq * (bk + 1) / 2 if causal and sq == sk else bq * bk
         tile_flops = 4.0 * bsz * hq * blocks * 128 * 128 * d * (2.5 if backward else 1.0)
+        # score elements of those tiles: the softmax work (exp, max, rescale) per (query, key) pair
+        # does not shrink with the head dim, so at d=64 a kernel reaches a smaller share of peak
+        tile_pairs = float(bsz * hq * blocks * 128 * 128)
         elem = itemsize(q)
         nbytes = float((bsz * hq * sq * d * 2 + bsz * hk * sk * d * 2) * elem * (2 if backward else 1))
         return {"backend": backend, "backward": backward, "flops": flops, "tile_flops": tile_flops,
-                "rows": float(bsz * hq * sq * d), "bytes": nbytes, "dtype": q.dtype, "d": d}
+                "tile_pairs": tile_pairs, "rows": float(bsz * hq * sq * d), "bytes": nbytes, "dtype": q.dtype, "d": d}
 
     def _attention(self, op: OpCall) -> KernelEstimate:
         a = self._attention_features(op)
@@ -838,7 +909,11 @@ class ComputeModel:
         ref_peak = cal["reference_peak_flops"]
         ref_bw = cal["reference_bandwidth_bytes_per_s"]
         # t = t0 + per-row cost (memory-ish: scaled by bandwidth) + tile FLOPs at a fitted rate
-        t = (c["t0_ns"] + c["row_ns"] * a["rows"] * ref_bw / self.gpu.memory_bandwidth_bytes_per_s
-             + a["tile_flops"] / (peak * c["eff"]) * 1e9)
+        #     + per score element of the computed tiles (softmax exp: scaled with the tensor peak too).
+        # cuDNN's two terms come from 4 points each (d=64 and 128) and its fitted FLOP rate alone exceeds
+        # the peak; FLOPs + softmax never run faster than the dense peak (bounds d=256).
+        tiles = max(a["tile_flops"] / peak * 1e9,
+                    a["tile_flops"] / (peak * c["eff"]) * 1e9 + c.get("pair_ns", 0.0) * a["tile_pairs"] * ref_peak / peak)
+        t = c["t0_ns"] + c["row_ns"] * a["rows"] * ref_bw / self.gpu.memory_bandwidth_bytes_per_s + tiles
         n_k = int(c.get("kernels", 1))
         return KernelEstimate(int(round(t + self._gap(n_k))), a["flops"], a["bytes"], "attention", "analytic")

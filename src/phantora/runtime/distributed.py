@@ -442,17 +442,21 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         return len(data)
 
     def recv_objects(self, peer: int) -> tuple[Any, int]:
-        """The next object group rank `peer` sent us, and its pickled size."""
+        """The next object group rank `peer` sent us, and its pickled size. Note [Objects after a sync]:
+        c10d receives the object's size first and reads it on the host; so do we, and only then read
+        the store, where the sender put the object before it sent the size."""
         me = self.rank()
         n = self._p2p_objects.get((peer, me), 0)
         self._p2p_objects[(peer, me)] = n + 1
-        _session.link.flush()
+        _object_p2p_part(self, peer, 8, send=False)
         data = self._store.get(f"phantora/p2p-objects/{peer}-{me}/{n}")
         return pickle.loads(data), len(data)
 
-    def exchange_objects(self, obj: Any, *, sources: list[int] | None = None) -> dict[int, tuple[Any, int]]:
-        """Publish `obj` (if this rank is a source) and read every source's object and its pickled
-        size, by group rank."""
+    def exchange_objects(self, obj: Any, kind: str, *, sources: list[int] | None = None,
+                         root: int | None = None) -> dict[int, tuple[Any, int]]:
+        """Publish `obj` (if this rank is a source), exchange the sizes as c10d does (an `all_gather`
+        or a `broadcast` from global rank `root`, read on the host), then read every source's object
+        and its pickled size, by group rank (Note [Objects after a sync])."""
         call = self._object_calls
         self._object_calls += 1
         me = self.rank()
@@ -460,7 +464,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         key = f"phantora/objects/{call}"
         if me in sources:
             self._store.set(f"{key}/{me}", pickle.dumps(obj))
-        _session.link.flush()  # the others may wait on our GPU work while we wait on the store
+        _object_collective_part(self, kind, 8 * self.size() if kind == "all_gather" else 8, root)
         received = {r: self._store.get(f"{key}/{r}") for r in sources}
         return {r: (pickle.loads(data), len(data)) for r, data in received.items()}
 
@@ -477,22 +481,36 @@ def _group(group: dist.ProcessGroup | None) -> SimulatedNcclGroup:
     return pg
 
 
-def _charge_object_collective(pg: SimulatedNcclGroup, op: str, payload_bytes: int) -> None:
-    """The GPU side of c10d's object collectives: a size exchange, the payload, a copy back to the host."""
+# Note [Objects after a sync]
+# Object collectives exchange real CPU objects through the store, and a rank must never wait on the
+# store while the coordinator counts it active: its clock would hold back the network, and with it
+# the reply a peer blocked in a sync needs before it can publish (a 4-stage pipeline's start-up hung
+# so). c10d itself first exchanges the objects' sizes on the GPU and reads them on the host; here
+# that size exchange is issued and synced through the coordinator first (the rank is blocked, not
+# active), and every source publishes its object before it issues its part, so once the sync
+# returns the store read does not wait.
+def _object_collective_part(pg: SimulatedNcclGroup, kind: str, nbytes: int, root: int | None) -> None:
+    """One GPU collective of an object collective (`all_gather`, or `broadcast` from global rank
+    `root`), read back on the host as c10d does."""
     device = torch.cuda.current_device()
-    sizes = torch.empty(pg.size(), dtype=torch.int64, device=device)
-    payload = torch.empty(max(payload_bytes, 1), dtype=torch.uint8, device=device)
-    kind = "all_gather" if op == "all_gather" else "broadcast"
-    for tensor, size in ((sizes, 8 * pg.size() if kind == "all_gather" else 8), (payload, payload_bytes)):
-        work = pg._launch(kind, size, [tensor], [tensor], root=None if kind == "all_gather" else pg.global_ranks[0])
-        work.wait()
+    tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+    pg._launch(kind, nbytes, [tensor], [tensor], root=None if kind == "all_gather" else root).wait()
     _session.wait_for_stream((device, torch.cuda.current_stream(device).stream_id))
+
+
+def _object_p2p_part(pg: SimulatedNcclGroup, peer: int, nbytes: int, *, send: bool) -> None:
+    """One GPU transfer of `send_object_list`/`recv_object_list`; the receiver reads it on the host."""
+    device = torch.cuda.current_device()
+    tensor = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+    (pg.send if send else pg.recv)([tensor], peer).wait()
+    if not send:
+        _session.wait_for_stream((device, torch.cuda.current_stream(device).stream_id))
 
 
 def all_gather_object(object_list: list[Any], obj: Any, group: dist.ProcessGroup | None = None) -> None:
     pg = _group(group)
-    objects = pg.exchange_objects(obj)
-    _charge_object_collective(pg, "all_gather", pg.size() * max(size for _, size in objects.values()))
+    objects = pg.exchange_objects(obj, "all_gather")
+    _object_collective_part(pg, "all_gather", pg.size() * max(size for _, size in objects.values()), None)
     for r in range(pg.size()):
         object_list[r] = objects[r][0]
 
@@ -501,8 +519,8 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
                   group: dist.ProcessGroup | None = None, group_dst: int | None = None) -> None:
     pg = _group(group)
     root = group_dst if group_dst is not None else (c10d.get_group_rank(pg, dst) if dst is not None else 0)
-    objects = pg.exchange_objects(obj)
-    _charge_object_collective(pg, "all_gather", pg.size() * max(size for _, size in objects.values()))
+    objects = pg.exchange_objects(obj, "all_gather")
+    _object_collective_part(pg, "all_gather", pg.size() * max(size for _, size in objects.values()), None)
     if pg.rank() == root and object_gather_list is not None:
         for r in range(pg.size()):
             object_gather_list[r] = objects[r][0]
@@ -512,8 +530,8 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
                           device: torch.device | None = None, group_src: int | None = None) -> None:
     pg = _group(group)
     root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
-    sent, size = pg.exchange_objects(list(object_list), sources=[root])[root]
-    _charge_object_collective(pg, "broadcast", size)
+    sent, size = pg.exchange_objects(list(object_list), "broadcast", sources=[root], root=pg.global_ranks[root])[root]
+    _object_collective_part(pg, "broadcast", size, pg.global_ranks[root])
     object_list[:] = sent
 
 
@@ -522,8 +540,10 @@ def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_in
                         group_src: int | None = None) -> None:
     pg = _group(group)
     root = group_src if group_src is not None else (c10d.get_group_rank(pg, src) if src is not None else 0)
-    sent, _ = pg.exchange_objects(list(scatter_object_input_list or []), sources=[root])[root]
-    _charge_object_collective(pg, "broadcast", max(len(pickle.dumps(o)) for o in sent) if sent else 0)
+    sent, _ = pg.exchange_objects(list(scatter_object_input_list or []), "broadcast", sources=[root],
+                                  root=pg.global_ranks[root])[root]
+    _object_collective_part(pg, "broadcast", max(len(pickle.dumps(o)) for o in sent) if sent else 0,
+                            pg.global_ranks[root])
     scatter_object_output_list[0] = sent[pg.rank()]
 
 
@@ -531,8 +551,9 @@ def send_object_list(object_list: list[Any], dst: int | None = None, group: dist
                      device: torch.device | None = None, group_dst: int | None = None, use_batch: bool = False) -> None:
     pg = _group(group)
     peer = group_dst if group_dst is not None else c10d.get_group_rank(pg, dst)
-    size = pg.send_objects(list(object_list), peer)
-    _charge_object_p2p(pg, peer, size, send=True)
+    size = pg.send_objects(list(object_list), peer)  # published before the size is sent (Note [Objects after a sync])
+    _object_p2p_part(pg, peer, 8, send=True)
+    _object_p2p_part(pg, peer, size, send=True)
 
 
 def recv_object_list(object_list: list[Any], src: int | None = None, group: dist.ProcessGroup | None = None,
@@ -541,19 +562,9 @@ def recv_object_list(object_list: list[Any], src: int | None = None, group: dist
     pg = _group(group)
     peer = group_src if group_src is not None else c10d.get_group_rank(pg, src)
     received, size = pg.recv_objects(peer)
-    _charge_object_p2p(pg, peer, size, send=False)
+    _object_p2p_part(pg, peer, size, send=False)
     object_list[:len(received)] = received
     return pg.global_ranks[peer]
-
-
-def _charge_object_p2p(pg: SimulatedNcclGroup, peer: int, payload_bytes: int, *, send: bool) -> None:
-    """The GPU side of `send_object_list`/`recv_object_list`: the sizes, then the payload."""
-    device = torch.cuda.current_device()
-    method = pg.send if send else pg.recv
-    for size in (8, payload_bytes):
-        tensor = torch.empty(max(size, 1), dtype=torch.uint8, device=device)
-        method([tensor], peer).wait()
-    _session.wait_for_stream((device, torch.cuda.current_stream(device).stream_id))
 
 
 def verify_param_shapes_across_processes(process_group: dist.ProcessGroup, tensors: list[torch.Tensor],
@@ -562,12 +573,12 @@ def verify_param_shapes_across_processes(process_group: dist.ProcessGroup, tenso
     reads the all-gathered metadata back from GPU memory, which holds no values here)."""
     pg = _group(process_group)
     mine = [(tuple(t.shape), str(t.dtype)) for t in tensors]
-    theirs = pg.exchange_objects(mine)
+    theirs = pg.exchange_objects(mine, "all_gather")
     for r, (shapes, _) in sorted(theirs.items()):
         if shapes != mine:
             raise RuntimeError(f"DDP expects the same parameters on every rank: rank {pg.rank()} has {len(mine)} "
                                f"parameters, rank {r} has {len(shapes)} (or their shapes or dtypes differ)")
-    _charge_object_collective(pg, "all_gather", pg.size() * 8 * (1 + sum(len(s) for s, _ in mine)))
+    _object_collective_part(pg, "all_gather", pg.size() * 8 * (1 + sum(len(s) for s, _ in mine)), None)
 
 
 def batch_isend_irecv(p2p_op_list: list[dist.P2POp]) -> list[dist.Work]:

@@ -14,6 +14,7 @@ import torch
 import torch.distributed.distributed_c10d as c10d
 
 from phantora.runtime.distributed import SimulatedNcclGroup, _nbytes, unwaited
+from phantora.runtime.shadows import shadows
 
 
 def _group(group_name: str) -> SimulatedNcclGroup:
@@ -93,9 +94,18 @@ def reduce_scatter_tensor_coalesced(mode, func, args, kwargs):
 
 
 def all_to_all_single(mode, func, args, kwargs):
-    inp, _output_splits, _input_splits, group_name = args[:4]
+    inp, output_splits, input_splits, group_name = args[:4]
     out = _result(mode, func, args, kwargs)
-    return _issue(_group(group_name), "all_to_all", [(_nbytes(inp), [inp])], out)
+    pg = _group(group_name)
+    _issue(pg, "all_to_all", [(_nbytes(inp), [inp])], out)
+    n = pg.size()
+    even = inp.shape[0] % n == 0 and all(
+        splits is None or list(splits) == [inp.shape[0] // n] * n for splits in (output_splits, input_splits))
+    if even and shadows.symmetric(inp):
+        # every rank sent the same values: we receive block `rank` of our own, once per rank (Note [Shadow values])
+        mine = shadows.lookup(inp).chunk(n)[pg.rank()]
+        shadows.set(out, mine.repeat(n, *([1] * (mine.dim() - 1))))
+    return out
 
 
 def broadcast(mode, func, args, kwargs):
@@ -115,13 +125,14 @@ def wait_tensor(mode, func, args, kwargs):
 
 def wrap_tensor_autograd(mode, func, args, kwargs):
     """`_c10d_functional._wrap_tensor_autograd` (torch >= 2.12): on a GPU it wraps its input in an
-    AsyncCollectiveTensor: no kernel and no memory, though its fake kernel allocates a copy. The input's
-    collective is waited for here, where the recorded copy used to wait for it; the result is the fake
-    kernel's, unrecorded."""
+    AsyncCollectiveTensor: no kernel and no memory. The input's collective is waited for here, where
+    the recorded copy used to wait for it, and the result is an alias of the input: its fake kernel's
+    copy would be a storage the memory tracker never saw, which the next view of it would allocate
+    (and whose known values, Note [Shadow values], would be lost)."""
     mode.recorder.before_kernel([args[0]])
     mode.session.host_only_op(str(func), allocates=False)
     with mode.recorder.suppress():
-        return mode.run_fake(func, args, kwargs)
+        return mode.run_fake(torch.ops.aten.alias.default, (args[0],), {})
 
 
 def handlers() -> dict[Any, Any]:

@@ -174,6 +174,49 @@ def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     return out
 
 
+# Note [Balanced routing]
+# `bincount` has a data-dependent output size, and a mixture-of-experts layer counts its tokens per
+# expert with it (`torch.bincount(expert_ids, minlength=n_experts)`), moves the counts to the host
+# and sizes its all-to-alls by them. The GPU values do not exist here. With `minlength` (the number
+# of bins) and no weights, the placeholder is the balanced count: n elements spread evenly over the
+# bins, the first n mod bins one more. It is the same on every rank (a symmetric shadow, Note
+# [Shadow values]), so the counts stay real on the host through the all-to-all that exchanges them,
+# and the program routes n * top_k / experts tokens to each expert: the load a balanced router
+# gives, which the usual load-balancing loss aims for. An input with a shadow is counted for real.
+def balanced_counts(n: int, bins: int) -> torch.Tensor:
+    """n elements spread evenly over `bins` (the first n % bins get one more)."""
+    counts = torch.full((bins,), n // bins, dtype=torch.int64)
+    counts[: n % bins] += 1
+    return counts
+
+
+def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """Note [Balanced routing]."""
+    t = args[0]
+    weights = args[1] if len(args) > 1 else kwargs.get("weights")
+    minlength = int(args[2] if len(args) > 2 else kwargs.get("minlength", 0))
+    if not isinstance(t, FakeTensor):
+        return func(*args, **kwargs)
+    real = shadows.lookup(t)
+    if weights is not None or (real is None and minlength <= 0):
+        raise NotImplementedError("phantora: aten.bincount has a data-dependent output shape; supported on GPU "
+                                  "tensors with minlength (the number of bins) and without weights "
+                                  "(docs/runtime.md, Values)")
+    _read_to_host(mode, t, blocking=True)  # CUDA's bincount reads the input's largest value on the host
+    if real is not None:
+        values, symmetric = torch.bincount(real, minlength=minlength), shadows.symmetric(t)
+    else:
+        values, symmetric = balanced_counts(t.numel(), minlength), True
+        mode.session.note_placeholder("bincount")
+    with mode.fake_mode:
+        out = torch.empty(values.shape, dtype=torch.int64, device=t.device)
+    device = _device_of(t)
+    mode.recorder.memory.track_new_storage(out, mode.recorder.current_stream_id(device))
+    mode.recorder.launch(OpCall(str(func), (tensor_meta(t),), (), (tensor_meta(out),)), device)
+    shadows.set(out, values, symmetric=symmetric)
+    return out
+
+
 HANDLERS = {
     aten._local_scalar_dense.default: local_scalar_dense,
     aten.is_nonzero.default: is_nonzero,
@@ -184,4 +227,5 @@ HANDLERS = {
     aten.record_stream.default: record_stream,
     aten.equal.default: equal,
     aten.nonzero.default: nonzero,
+    aten.bincount.default: bincount,
 }

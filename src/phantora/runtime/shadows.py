@@ -11,6 +11,12 @@ for real on them too, and its results get shadows (`my_state == rng_state` in DT
 setup). Any other kernel that writes the storage drops the shadow, as does any collective except
 a broadcast (every rank's program puts the same values there, which is what a broadcast makes
 true on a real cluster).
+
+A shadow is *symmetric* when every rank holds the same values by construction: a placeholder that
+does not depend on the rank (Note [Balanced routing] in runtime/handlers.py) and what ops compute
+from symmetric shadows alone. An all-to-all of a symmetric shadow is then known without the other
+ranks' data: rank r receives block r of every rank's input, which is block r of its own
+(runtime/functional_collectives.py); the result is no longer symmetric.
 """
 
 from __future__ import annotations
@@ -26,11 +32,23 @@ def _view(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
 
+def _inside(view: tuple, values: torch.Tensor, t: torch.Tensor) -> torch.Tensor | None:
+    """`t`'s values, if `t` reads only elements of the contiguous `view` whose values are known."""
+    shape, stride, offset, dtype = view
+    if dtype != t.dtype or tuple(stride) != torch.empty(shape, device="meta").stride():
+        return None
+    first = t.storage_offset() - offset
+    last = first + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0)
+    if t.numel() == 0 or any(s < 0 for s in t.stride()) or first < 0 or last >= values.numel():
+        return None
+    return torch.as_strided(values.reshape(-1), tuple(t.shape), tuple(t.stride()), first).clone()
+
+
 class Shadows:
-    """Fake storage -> (the view written, its real host values)."""
+    """Fake storage -> (the view written, its real host values, whether every rank holds them)."""
 
     def __init__(self) -> None:
-        self._by_storage: dict[int, tuple[tuple, torch.Tensor]] = {}
+        self._by_storage: dict[int, tuple[tuple, torch.Tensor, bool]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._by_storage)
@@ -43,29 +61,39 @@ class Shadows:
             return
         with torch._C._DisableTorchDispatch():
             values = src.detach().to(dtype=dst.dtype).expand(dst.shape).clone()
-        self._by_storage[key] = (_view(dst), values)
+        self._by_storage[key] = (_view(dst), values, False)
 
     def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The real values of fake `t`, if it is exactly a view written from the host and unchanged since."""
+        """The real values of fake `t`, if it is the view written (from the host, or by an op on shadowed
+        inputs) and unchanged since, or lies inside it (`tolist()` reads elements one by one)."""
         entry = self._by_storage.get(t.untyped_storage()._cdata)
-        if entry is None or entry[0] != _view(t):
+        if entry is None:
             return None
-        return entry[1]
+        if entry[0] == _view(t):
+            return entry[1]
+        return _inside(entry[0], entry[1], t)
 
-    def set(self, t: torch.Tensor, values: torch.Tensor) -> None:
-        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values)
+    def symmetric(self, t: torch.Tensor) -> bool:
+        """Whether `t` has a shadow that every rank holds alike."""
+        entry = self._by_storage.get(t.untyped_storage()._cdata)
+        return entry is not None and entry[2] and self.lookup(t) is not None
+
+    def set(self, t: torch.Tensor, values: torch.Tensor, *, symmetric: bool = False) -> None:
+        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, symmetric)
 
     def propagate(self, func, flat: list, spec, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
         `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
         the op's written inputs keep valid shadows)."""
         real = []
+        symmetric = True
         for a in flat:
             if isinstance(a, FakeTensor):
                 values = self.lookup(a)
                 if values is None:
                     return False
                 real.append(values)
+                symmetric = symmetric and self.symmetric(a)
             elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
                 return False
             elif isinstance(a, torch.device) and a.type != "cpu":
@@ -80,7 +108,7 @@ class Shadows:
         with torch._C._DisableTorchDispatch():
             result = func(*r_args, **r_kwargs)
         for o, r in zip(outs, [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]):
-            self.set(o, r)
+            self.set(o, r, symmetric=symmetric)
         return True
 
     def drop(self, storage_key: int) -> None:

@@ -52,6 +52,23 @@ sub = dist.new_group([0, 1])
 if rank in (0, 1):
     dist.all_reduce(x, group=sub)
 
+# mixture-of-experts routing: tokens counted per expert (balanced placeholder), counts exchanged
+experts = torch.randint(0, 4 * world, (1000,), device="cuda")
+counts = torch.bincount(experts, minlength=4 * world)
+received = funcol.all_to_all_single(counts, None, None, dist.group.WORLD)
+seen["moe_counts"] = torch.cat([counts, received]).tolist()
+free_before = torch.cuda.memory_allocated()
+by_rank = received.view(world, 4)  # a view of a functional collective's result allocates nothing
+seen["funcol_view_bytes"] = torch.cuda.memory_allocated() - free_before
+seen["object_p2p"] = None
+if world >= 2 and rank in (0, 1):  # objects sent point to point: the receiver blocks only through the simulator
+    if rank == 0:
+        dist.send_object_list([{"to": 1}], dst=1)
+    else:
+        box = [None]
+        dist.recv_object_list(box, src=0)
+        seen["object_p2p"] = box[0]
+
 indices = torch.tensor([3, 1, 2], dtype=torch.int64).cuda()
 dist.broadcast(indices, src=0)
 seen["broadcast_indices"] = indices.cpu().tolist()  # small host data keeps its values

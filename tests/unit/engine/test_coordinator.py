@@ -519,6 +519,20 @@ def test_kernels_of_one_gpu_run_one_at_a_time_and_a_waiting_side_stream_kernel_g
     assert times(c.spans(0, 2)) == [("side", 100, 130)]
 
 
+def test_back_to_back_kernels_are_a_kernel_gap_apart_and_a_kernel_on_an_idle_gpu_starts_when_ready():
+    net = BusyRecordingNetwork()
+    c = Coordinator(1, net, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0, kernel_gap_ns=5))
+    c.submit(0, [K(0, 0, 100, "first"), K(0, 10, 100, "queued"), K(2, 20, 30, "side"), K(0, 1000, 100, "later"),
+                 SYNC(1, 1000)])
+    assert times(c.spans(0, 2)) == [("side", 105, 135)]
+    assert times(c.spans(0, 0)) == [("first", 0, 100), ("queued", 140, 240), ("later", 1000, 1100)]
+
+
+def test_kernel_gap_must_not_be_negative():
+    with pytest.raises(ValueError):
+        GpuSharing(kernel_gap_ns=-1)
+
+
 def test_host_device_copies_run_beside_kernels():
     net = BusyRecordingNetwork()
     c = Coordinator(1, net, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0))

@@ -1,0 +1,58 @@
+"""Line up the layer-by-layer timeline of a real training step with Phantora's (benchmarks/workloads/timeline.py).
+
+Both sides are directories of rank{R}.json written with PHANTORA_BENCH_TIMELINE=DIR (real:
+`benchmarks/h200/profile_steps.py --timeline`; simulated: the same workload under `phantora torchrun`).
+For each mark, in step order, prints the median over steps of its host time and its GPU time (µs from
+the step's start) on both sides, and how far the GPU lags behind the host there (GPU - host: near zero
+means the GPU waits for the host). A label seen twice in a step (an FSDP2 group unshard in forward and
+backward) gets a #2 suffix.
+
+    python benchmarks/compare_timeline.py data/h200/timeline/llama_l1b_fsdp4 /tmp/tl/llama_l1b_fsdp4 [--rank 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+
+def load_marks(directory: Path, rank: int) -> dict[str, tuple[float, float]]:
+    """Label -> (median host µs, median GPU µs) over the recorded steps, labels made unique per step."""
+    steps = json.loads((directory / f"rank{rank}.json").read_text())["steps"]
+    samples: dict[str, list[tuple[float, float]]] = {}
+    for step in steps:
+        seen: Counter[str] = Counter()
+        for label, host_us, gpu_us in step:
+            seen[label] += 1
+            key = label if seen[label] == 1 else f"{label}#{seen[label]}"
+            samples.setdefault(key, []).append((host_us, gpu_us))
+    return {key: (statistics.median(h for h, _ in vals), statistics.median(g for _, g in vals))
+            for key, vals in samples.items()}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("real", type=Path)
+    p.add_argument("sim", type=Path)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--all", action="store_true", help="also the FSDP2 copy-in and all-gather marks")
+    a = p.parse_args()
+    real, sim = load_marks(a.real, a.rank), load_marks(a.sim, a.rank)
+    print(f"{'mark':32} {'host real':>10} {'sim':>9} {'GPU real':>10} {'sim':>9} {'lag real':>9} {'sim':>8}  (ms)")
+    for label, (rh, rg) in sorted(real.items(), key=lambda kv: (kv[1][1], kv[1][0])):
+        if not a.all and label.split("#")[0].endswith(("copy_in_done", "all_gather_done")):
+            continue
+        sh, sg = sim.get(label, (float("nan"), float("nan")))
+        print(f"{label:32} {rh / 1e3:10.2f} {sh / 1e3:9.2f} {rg / 1e3:10.2f} {sg / 1e3:9.2f} "
+              f"{(rg - rh) / 1e3:9.2f} {(sg - sh) / 1e3:8.2f}")
+    missing = sorted(set(sim) - set(real))
+    if missing:
+        print("only simulated:", ", ".join(missing))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""When each layer of a training step ran, on the host and on the GPU, without a profiler's slowdown.
+
+Used by the workload scripts when PHANTORA_BENCH_TIMELINE=DIR is set. At marked points of a step the
+host time (perf_counter_ns) is taken and a CUDA event is recorded:
+- each layer's forward start and end (module hooks that run before FSDP2's own hooks),
+- each layer's backward start (a hook on the layer output's gradient; the backward of layer i ends
+  where the backward of layer i-1 starts),
+- the step's phases (forward, loss, backward, clip, optimizer, zero_grad; llama_train.py's mark()),
+- with FSDP2, after each unshard: one event on the all-gather copy-in stream and one on the all-gather
+  stream, so the copy-in's and the all-gather's completion times on the GPU are known.
+Times are relative to the step's start: the host time right after the step's opening synchronize, and
+an event recorded then on the current stream. Rank R writes DIR/rank{R}.json =
+{"steps": [[[label, host_us, gpu_us], ...], ...], "gc": [{"us", "collections": [gen0, gen1, gen2]}, ...]}
+over the steps after `start()` ("gc": host time in Python's garbage collector per step). Under Phantora,
+perf_counter reads the simulated host clock and events are simulated, so a real run's file and a
+simulated run's file compare directly (benchmarks/compare_timeline.py).
+
+Costs a few µs of host time per mark (one event record), on both sides alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import os
+import time
+
+import torch
+
+_state: dict = {"active": False, "step": None, "gc_start": 0, "gc_us": 0.0, "gc_runs": [0, 0, 0]}
+_steps: list[list[list]] = []
+_gc_steps: list[dict] = []
+
+
+def _on_gc(phase: str, info: dict) -> None:
+    """Python's cyclic garbage collector pauses the host: how long, per step and generation."""
+    if phase == "start":
+        _state["gc_start"] = time.perf_counter_ns()
+    elif _state["gc_start"]:
+        _state["gc_us"] += (time.perf_counter_ns() - _state["gc_start"]) / 1e3
+        _state["gc_runs"][info["generation"]] += 1
+        _state["gc_start"] = 0
+
+
+def _record(label: str, stream: "torch.cuda.Stream | None" = None) -> None:
+    if _state["step"] is None:
+        return
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(stream) if stream is not None else event.record()
+    _state["step"].append((label, time.perf_counter_ns(), event))
+
+
+def install(layers) -> None:
+    """Time each of `layers` (modules called once per forward, in order) and FSDP2's unshards."""
+    for index, layer in enumerate(layers):
+        _hook_layer(layer, index)
+    _hook_fsdp_unshard()
+    gc.callbacks.append(_on_gc)
+
+
+def _hook_layer(layer: torch.nn.Module, index: int) -> None:
+    def before(module, args):
+        _record(f"L{index}.fwd")
+
+    def after(module, args, output):
+        _record(f"L{index}.fwd_end")
+        if torch.is_grad_enabled() and isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(lambda grad: _record(f"L{index}.bwd"))
+
+    layer.register_forward_pre_hook(before, prepend=True)
+    layer.register_forward_hook(after, prepend=True)
+
+
+def _hook_fsdp_unshard() -> None:
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+    except ImportError:
+        return
+    original = FSDPParamGroup.unshard
+
+    @functools.wraps(original)
+    def unshard(self, *args, **kwargs):
+        pending = self._all_gather_result is not None
+        result = original(self, *args, **kwargs)
+        if not pending and self._all_gather_result is not None and self._all_gather_result.all_gather_work is None:
+            name = self._module_fqn or "root"
+            streams = self.comm_ctx
+            if hasattr(streams, "all_gather_copy_in_stream"):
+                _record(f"{name}.copy_in_done", streams.all_gather_copy_in_stream)
+                _record(f"{name}.all_gather_done", streams.all_gather_stream)
+        return result
+
+    FSDPParamGroup.unshard = unshard
+
+
+def start() -> None:
+    """Record from now on (after the warm-up steps)."""
+    _state["active"] = True
+
+
+def step_begin() -> None:
+    """Call right after the step's opening synchronize."""
+    if not _state["active"]:
+        return
+    _state["step"] = []
+    _state["gc_us"], _state["gc_runs"] = 0.0, [0, 0, 0]
+    _record("step")
+
+
+def mark(phase: str) -> None:
+    """The host finished `phase` of this step."""
+    _record(phase)
+
+
+def step_end() -> None:
+    """Call after the step's closing synchronize: turns the events into GPU times."""
+    marks, _state["step"] = _state["step"], None
+    if not marks:
+        return
+    _, host0, event0 = marks[0]
+    _steps.append([[label, round((host - host0) / 1e3, 1), round(event0.elapsed_time(event) * 1e3, 1)]
+                   for label, host, event in marks])
+    _gc_steps.append({"us": round(_state["gc_us"], 1), "collections": list(_state["gc_runs"])})
+
+
+def dump(out_dir: str, rank: int) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump({"steps": _steps, "gc": _gc_steps}, f)
