@@ -31,6 +31,7 @@ def test_cuda_api_surface(phantora):
     assert seen["reserved_ge_alloc"] and seen["mem_info_ok"] and seen["stats_keys"]
     assert seen["grad_dtype"] == "torch.float32" and seen["param_device"] == "cuda:0"
     assert seen["compiled_runs"] == [2, 256]
+    assert seen["big_seed"] == 2**64 - 5
     assert "CUDA graphs" in seen["graph_error"]
     assert any("torch.compile" in w for w in run.summary["warnings"])
     assert run.summary["placeholder_reads"][".item()"] >= 1

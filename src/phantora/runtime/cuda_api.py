@@ -299,13 +299,15 @@ class PhiloxGenerator(torch.Generator):
         self.device_index = device
 
     def get_state(self) -> torch.Tensor:
+        # the seed is an unsigned 64-bit number (TorchTitan seeds above 2**63); its bytes as int64
+        signed = self._seed - (1 << 64) if self._seed >= 1 << 63 else self._seed
         with torch._C._DisableTorchDispatch():
-            return torch.tensor([self._seed, self._offset], dtype=torch.int64).view(torch.uint8)
+            return torch.tensor([signed, self._offset], dtype=torch.int64).view(torch.uint8)
 
     def set_state(self, state: torch.Tensor) -> "PhiloxGenerator":
         with torch._C._DisableTorchDispatch():
             seed, offset = state.detach().cpu().contiguous().view(torch.int64).tolist()
-        self._seed, self._offset = seed, offset
+        self._seed, self._offset = seed & 0xFFFF_FFFF_FFFF_FFFF, offset
         return self
 
     def manual_seed(self, seed: int) -> "PhiloxGenerator":

@@ -106,6 +106,9 @@ state = torch.cuda.get_rng_state()
 torch.cuda.manual_seed(0)
 torch.cuda.set_rng_state(state)
 seen["rng_state_len"] = int(state.numel())
+torch.cuda.manual_seed(2**64 - 5)  # a seed above 2**63 (TorchTitan's) survives a state round trip
+torch.cuda.set_rng_state(torch.cuda.get_rng_state())
+seen["big_seed"] = torch.cuda.initial_seed()
 
 compiled = torch.compile(model)
 seen["compiled_runs"] = list(compiled(torch.randn(2, 256, device="cuda")).shape)
