@@ -101,27 +101,52 @@ def main():
     nparams = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
 
-    times = []
-    for step in range(a.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    timeline = None
+    if os.environ.get("PHANTORA_BENCH_TIMELINE"):  # host and GPU time of each MoE layer and phase
+        import timeline
+        timeline.install(model.moes)
+    mark = timeline.mark if timeline else (lambda phase: None)
+
+    def train_step():
         x = torch.randn(a.tokens, a.dim, device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(x).float().pow(2).mean()
+        mark("forward")
         loss.backward()
+        mark("backward")
         flat = torch.cat([p.grad.flatten() for p in dense])
         dist.all_reduce(flat)
         flat /= world
         for p, g in zip(dense, flat.split([p.numel() for p in dense])):
             p.grad.copy_(g.view_as(p))
+        mark("dense_all_reduce")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        mark("optimizer")
+        return loss
+
+    times = []
+    for step in range(a.steps):
+        torch.cuda.synchronize()
+        if timeline:
+            if step == 3:
+                timeline.start()
+            timeline.step_begin()
+        t0 = time.perf_counter()
+        loss = train_step()
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        if timeline:
+            timeline.step_end()
         times.append(dt)
         if rank == 0:
             print(f"step {step} loss {loss.item():.4f} time {dt*1000:.1f}ms", flush=True)
+    if os.environ.get("PHANTORA_BENCH_PROFILE_DIR"):  # one extra, profiled step (not in the median)
+        import profile_step
+        profile_step.profile(train_step, os.environ["PHANTORA_BENCH_PROFILE_DIR"], rank)
+    if timeline:
+        timeline.dump(os.environ["PHANTORA_BENCH_TIMELINE"], rank)
     steady = sorted(times[3:])
     med = steady[len(steady) // 2]
     loads = [l for m in model.moes for l in m.loads]  # tokens sent to each expert, per layer call
