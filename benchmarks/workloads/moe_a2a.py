@@ -130,9 +130,7 @@ def main():
     for step in range(a.steps):
         torch.cuda.synchronize()
         if timeline:
-            if step == 3:
-                timeline.start()
-            timeline.step_begin()
+            timeline.step_begin(step)
         t0 = time.perf_counter()
         loss = train_step()
         torch.cuda.synchronize()

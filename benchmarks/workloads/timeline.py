@@ -11,7 +11,7 @@ host time (perf_counter_ns) is taken and a CUDA event is recorded:
 Times are relative to the step's start: the host time right after the step's opening synchronize, and
 an event recorded then on the current stream. Rank R writes DIR/rank{R}.json =
 {"steps": [[[label, host_us, gpu_us], ...], ...], "gc": [{"us", "collections": [gen0, gen1, gen2]}, ...]}
-over the steps after `start()` ("gc": host time in Python's garbage collector per step). Under Phantora,
+over the recorded steps ("gc": host time in Python's garbage collector per step). Under Phantora,
 perf_counter reads the simulated host clock and events are simulated, so a real run's file and a
 simulated run's file compare directly (benchmarks/compare_timeline.py).
 
@@ -94,13 +94,11 @@ def _hook_fsdp_unshard() -> None:
     FSDPParamGroup.unshard = unshard
 
 
-def start() -> None:
-    """Record from now on (after the warm-up steps)."""
-    _state["active"] = True
-
-
-def step_begin() -> None:
-    """Call right after the step's opening synchronize."""
+def step_begin(step: int | None = None, first_recorded: int = 3) -> None:
+    """Call right after the step's opening synchronize; with `step`, recording starts at `first_recorded`
+    (after the warm-up steps) without a separate `start()`."""
+    if step is not None and step >= first_recorded:
+        _state["active"] = True
     if not _state["active"]:
         return
     _state["step"] = []
