@@ -96,7 +96,7 @@ def _hook_fsdp_unshard() -> None:
 
 def step_begin(step: int | None = None, first_recorded: int = 3) -> None:
     """Call right after the step's opening synchronize; with `step`, recording starts at `first_recorded`
-    (after the warm-up steps) without a separate `start()`."""
+    (after the warm-up steps)."""
     if step is not None and step >= first_recorded:
         _state["active"] = True
     if not _state["active"]:
