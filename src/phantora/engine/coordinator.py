@@ -345,7 +345,6 @@ class Coordinator:
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
-        self._kernel_gap_ns = sharing.kernel_gap_ns
 
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
@@ -558,7 +557,7 @@ class Coordinator:
                     due = False
                     duration = round(duration * self._kernel_factor(rank, start))
                     if engine:
-                        rk.next_kernel_ns = start + duration + self._kernel_gap_ns
+                        rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)
                 end = start + duration
                 # spans stay until the reports; their strings repeat every step: one copy each (~40% of a span)

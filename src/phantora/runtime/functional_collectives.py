@@ -98,13 +98,8 @@ def all_to_all_single(mode, func, args, kwargs):
     out = _result(mode, func, args, kwargs)
     pg = _group(group_name)
     _issue(pg, "all_to_all", [(_nbytes(inp), [inp])], out)
-    n = pg.size()
-    even = inp.shape[0] % n == 0 and all(
-        splits is None or list(splits) == [inp.shape[0] // n] * n for splits in (output_splits, input_splits))
-    if even and shadows.symmetric(inp):
-        # every rank sent the same values: we receive block `rank` of our own, once per rank (Note [Shadow values])
-        mine = shadows.lookup(inp).chunk(n)[pg.rank()]
-        shadows.set(out, mine.repeat(n, *([1] * (mine.dim() - 1))))
+    if shadows:
+        shadows.all_to_all(inp, out, pg.rank(), pg.size(), (output_splits, input_splits))
     return out
 
 

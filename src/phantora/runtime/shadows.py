@@ -16,7 +16,7 @@ A shadow is *symmetric* when every rank holds the same values by construction: a
 does not depend on the rank (Note [Balanced routing] in runtime/handlers.py) and what ops compute
 from symmetric shadows alone. An all-to-all of a symmetric shadow is then known without the other
 ranks' data: rank r receives block r of every rank's input, which is block r of its own
-(runtime/functional_collectives.py); the result is no longer symmetric.
+(`Shadows.all_to_all`); the result is no longer symmetric.
 """
 
 from __future__ import annotations
@@ -32,10 +32,18 @@ def _view(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
 
+def _contiguous_strides(shape: tuple) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 def _inside(view: tuple, values: torch.Tensor, t: torch.Tensor) -> torch.Tensor | None:
     """`t`'s values, if `t` reads only elements of the contiguous `view` whose values are known."""
     shape, stride, offset, dtype = view
-    if dtype != t.dtype or tuple(stride) != torch.empty(shape, device="meta").stride():
+    if dtype != t.dtype or tuple(stride) != _contiguous_strides(shape):
         return None
     first = t.storage_offset() - offset
     last = first + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0)
@@ -63,20 +71,29 @@ class Shadows:
             values = src.detach().to(dtype=dst.dtype).expand(dst.shape).clone()
         self._by_storage[key] = (_view(dst), values, False)
 
-    def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The real values of fake `t`, if it is the view written (from the host, or by an op on shadowed
-        inputs) and unchanged since, or lies inside it (`tolist()` reads elements one by one)."""
+    def _known(self, t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
+        """`t`'s real values and whether every rank holds them, if known: `t` is the view written (from
+        the host, or by an op on shadowed inputs) and unchanged since, or lies inside it (`tolist()`
+        reads elements one by one)."""
         entry = self._by_storage.get(t.untyped_storage()._cdata)
         if entry is None:
             return None
-        if entry[0] == _view(t):
-            return entry[1]
-        return _inside(entry[0], entry[1], t)
+        view, values, symmetric = entry
+        if view != _view(t):
+            values = _inside(view, values, t)
+            if values is None:
+                return None
+        return values, symmetric
+
+    def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
+        """The real values of fake `t`, if known."""
+        known = self._known(t)
+        return None if known is None else known[0]
 
     def symmetric(self, t: torch.Tensor) -> bool:
-        """Whether `t` has a shadow that every rank holds alike."""
-        entry = self._by_storage.get(t.untyped_storage()._cdata)
-        return entry is not None and entry[2] and self.lookup(t) is not None
+        """Whether `t` has known values that every rank holds alike."""
+        known = self._known(t)
+        return known is not None and known[1]
 
     def set(self, t: torch.Tensor, values: torch.Tensor, *, symmetric: bool = False) -> None:
         self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, symmetric)
@@ -89,11 +106,11 @@ class Shadows:
         symmetric = True
         for a in flat:
             if isinstance(a, FakeTensor):
-                values = self.lookup(a)
-                if values is None:
+                known = self._known(a)
+                if known is None:
                     return False
-                real.append(values)
-                symmetric = symmetric and self.symmetric(a)
+                real.append(known[0])
+                symmetric = symmetric and known[1]
             elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
                 return False
             elif isinstance(a, torch.device) and a.type != "cpu":
@@ -110,6 +127,19 @@ class Shadows:
         for o, r in zip(outs, [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]):
             self.set(o, r, symmetric=symmetric)
         return True
+
+    def all_to_all(self, inp: torch.Tensor, out: torch.Tensor, rank: int, size: int, splits: tuple) -> None:
+        """`out` of an all-to-all of `inp` among `size` ranks: known when `inp`'s values are the same on
+        every rank and every split is even (None or equal blocks): rank r receives block r of its own
+        input from each rank."""
+        known = self._known(inp)
+        if known is None or not known[1] or inp.shape[0] % size:
+            return
+        block = inp.shape[0] // size
+        if any(s is not None and list(s) != [block] * size for s in splits):
+            return
+        mine = known[0].chunk(size)[rank]
+        self.set(out, mine.repeat(size, *([1] * (mine.dim() - 1))))
 
     def drop(self, storage_key: int) -> None:
         self._by_storage.pop(storage_key, None)
