@@ -13,6 +13,10 @@ import torch.nn.functional as F
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
+# Marks inside each MoE layer's forward (router, sort, counts, splits, dispatch, each expert, combine),
+# set to timeline.mark when PHANTORA_BENCH_TIMELINE is set: where the layer's host time goes.
+inner_mark = lambda label: None
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-5):
@@ -38,19 +42,24 @@ class MoE(nn.Module):
         group = dist.group.WORLD
         probs = self.router(x).float().softmax(dim=-1)
         weight, expert = probs.topk(self.k, dim=-1)
+        inner_mark("moe.route")
         flat = expert.flatten()
         order = flat.argsort(stable=True)
         token = order // self.k
+        inner_mark("moe.sort")
         counts = torch.bincount(flat, minlength=self.e)
+        inner_mark("moe.bincount")
         recv_counts = fc.all_to_all_single(counts, None, None, group)  # [src rank x local expert]
         both = torch.cat([counts, recv_counts]).tolist()
         send, recv = both[:self.e], both[self.e:]
         self.loads.append(send)
         send_splits = [sum(send[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
         recv_splits = [sum(recv[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
+        inner_mark("moe.splits")
         routed = fc.all_to_all_single_autograd(x[token], recv_splits, send_splits, group)
         # routed is ordered (source rank, local expert): gather each local expert's tokens
         chunks = routed.split(recv)
+        inner_mark("moe.dispatch")
         outs = [None] * len(chunks)
         for j in range(self.le):
             idx = [r * self.le + j for r in range(self.world)]
@@ -58,7 +67,9 @@ class MoE(nn.Module):
             ye = (F.silu(xe @ self.w1[j]) * (xe @ self.w3[j])) @ self.w2[j]
             for i, y in zip(idx, ye.split([recv[i] for i in idx])):
                 outs[i] = y
+            inner_mark("moe.expert")
         back = fc.all_to_all_single_autograd(torch.cat(outs), send_splits, recv_splits, group)
+        inner_mark("moe.combine")
         back = back * weight.flatten()[order].unsqueeze(1).to(back.dtype)
         return torch.zeros_like(x).index_add(0, token, back.to(x.dtype))
 
@@ -105,6 +116,8 @@ def main():
     if os.environ.get("PHANTORA_BENCH_TIMELINE"):  # host and GPU time of each MoE layer and phase
         import timeline
         timeline.install(model.moes)
+        global inner_mark
+        inner_mark = timeline.mark
     mark = timeline.mark if timeline else (lambda phase: None)
 
     def train_step():

@@ -39,6 +39,29 @@ def test_views_are_cheaper_than_launches_and_gemms_dearer():
     assert m.alloc_ns("aten.empty.memory_format") == H200_HOST.alloc_ns
 
 
+def test_a_gemm_problem_is_its_shapes_strides_and_dtypes():
+    m = HostModel()
+    a = op("aten.mm.default", t(4096, 2048, dtype="bfloat16"), t(2048, 4096, dtype="bfloat16"),
+           outputs=[t(4096, 4096, dtype="bfloat16")])
+    same = op("aten.mm.default", t(4096, 2048, dtype="bfloat16"), t(2048, 4096, dtype="bfloat16"),
+              outputs=[t(4096, 4096, dtype="bfloat16")])
+    other_rows = op("aten.mm.default", t(4100, 2048, dtype="bfloat16"), t(2048, 4096, dtype="bfloat16"),
+                    outputs=[t(4100, 4096, dtype="bfloat16")])
+    assert m.gemm_problem(a) == m.gemm_problem(same) != m.gemm_problem(other_rows)
+    assert m.gemm_problem(op("aten.add.Tensor", t(8), t(8), outputs=[t(8)])) is None
+    assert m.gemm_select_ns() == H200_HOST.gemm_select_ns
+
+
+def test_long_sorts_pay_a_radix_pass_per_byte_of_key():
+    m = HostModel()
+    def sort(n, dtype="int64"):
+        return m.op_ns(op("aten.sort.stable", t(n, dtype=dtype), outputs=[t(n, dtype=dtype), t(n, dtype="int64")]))
+    assert sort(16384) - sort(4096) == 8 * H200_HOST.radix_sort_pass_ns  # bitonic up to 4096: no passes
+    assert sort(16384, "int32") - sort(4096, "int32") == 4 * H200_HOST.radix_sort_pass_ns
+    rows = OpCall("aten.sort.stable", (t(16384, 64),), (("dim", 1), ("stable", True)), (t(16384, 64),))
+    assert m.op_ns(rows) == sort(4096)  # 64 elements per sorted row
+
+
 def test_foreach_cost_grows_linearly_with_the_tensor_list():
     m = HostModel()
     def fe(n, name="aten._foreach_mul_.Scalar"):

@@ -1,16 +1,20 @@
-"""Known values of small GPU tensors (runtime/shadows.py Note [Shadow values]) and the balanced
-placeholder of `bincount` (runtime/handlers.py Note [Balanced routing])."""
+"""Known values of small GPU tensors (runtime/shadows.py Note [Shadow values]) and the random
+placeholder of `bincount` (runtime/handlers.py Note [Random routing])."""
 
 import torch
 
-from phantora.runtime.handlers import balanced_counts
+from phantora.runtime.handlers import random_counts
 from phantora.runtime.shadows import _inside
 
 
-def test_balanced_counts_spread_the_remainder_over_the_first_bins():
-    assert balanced_counts(10, 4).tolist() == [3, 3, 2, 2]
-    assert balanced_counts(8, 8).tolist() == [1] * 8
-    assert int(balanced_counts(12345, 7).sum()) == 12345
+def test_random_counts_repeat_per_draw_and_fluctuate_like_uniform_routing():
+    first = random_counts(16384, 8, 0)
+    assert torch.equal(first, random_counts(16384, 8, 0))
+    assert not torch.equal(first, random_counts(16384, 8, 1))
+    assert int(first.sum()) == 16384 and first.shape == (8,)
+    # binomial spread around 2048: standard deviation sqrt(16384 * 1/8 * 7/8) = 42
+    spread = torch.stack([random_counts(16384, 8, d) for d in range(50)]).float().std().item()
+    assert 30 < spread < 55
 
 
 def test_a_view_inside_a_known_contiguous_write_reads_its_values():

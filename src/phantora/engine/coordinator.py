@@ -494,6 +494,9 @@ class Coordinator:
             if (rec.op in ROOTED_OPS) != (root is not None) or (root is not None and root not in group):
                 raise CollectiveMismatchError(f"{where}: root {root} (broadcast, reduce, gather and scatter "
                                               "need a root in the group; other ops none)")
+        # Note [Uneven all-to-alls]: with split sizes (a mixture-of-experts layer's token exchange),
+        # each member of an all-to-all sends its own amount. The network is given the largest: the
+        # member with the most to move is the last to finish, and NCCL's call ends for all together.
         key: MatchKey = (rec.tag, group, rec.seq)
         rv = self._rendezvous.get(key)
         if rv is None:
@@ -503,7 +506,9 @@ class Coordinator:
                 raise CollectiveMismatchError(f"{where}: this rank already issued this (tag, group, seq); "
                                               "sequence numbers must not repeat")
             other, other_op = next(iter(sorted(rv.ops.items())))
-            if (rv.net_op, rv.size_bytes, rv.root) != (net_op, rec.size_bytes, root) or (
+            if net_op == "all_to_all" == rv.net_op:  # Note [Uneven all-to-alls]
+                rv.size_bytes = max(rv.size_bytes, rec.size_bytes)
+            elif (rv.net_op, rv.size_bytes, rv.root) != (net_op, rec.size_bytes, root) or (
                     net_op == "send_recv" and rec.op == other_op):
                 raise CollectiveMismatchError(
                     f"{where}, size {rec.size_bytes} B, root {root} does not match rank {other}'s {other_op} "

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from phantora.models.compute import itemsize
 from phantora.models.ops import OpCall, TensorMeta
 
 
@@ -53,7 +54,6 @@ LIBRARY_CALL_NS: dict[str, int] = {
     # DTensor and tensor parallelism (pooled over llama_l1b_tp2 and llama_l1b_tp4)
     "DTensor.from_local": 22_200,
     "DTensor.to_local": 18_300,
-    "DTensor.redistribute": 114_700,
     "ColwiseParallel._prepare_input_fn": 5_300,
     "ColwiseParallel._prepare_output_fn": 10_400,
     "RowwiseParallel._prepare_input_fn": 7_700,
@@ -107,6 +107,17 @@ class HostConstants:
     """Pure allocation (torch.empty, 2.6 µs)."""
     gemm_extra_ns: int = 4700
     """cuBLAS heuristics + launch on top of launch_ns (mm 64x64: 11.2 µs)."""
+    gemm_select_ns: int = 220_000
+    """cuBLAS's algorithm selection for a GEMM problem (inputs' shapes, strides and dtypes) the process
+    has not run before, on top of `gemm_extra_ns`; cuBLAS caches its choice, so a problem pays once.
+    Steps of fixed shapes pay it in their first step only; a mixture-of-experts layer, whose experts'
+    row counts change from call to call, pays it on most expert GEMMs (Note [Random routing] in
+    runtime/handlers.py). Measured (benchmarks/h200/measure_moe_host.py, data/h200/call11-13): a
+    bf16 [m, 256] x [256, 256] product of new m 218 µs more than of a repeated m on the host of the
+    ground-truth runs (call 11, where `mm` takes 21 µs); on a host 1.8x as fast (calls 12, 13) the
+    expert-sized products (k, n of 2048 and 4096, m or k ~4000: forward, input and weight gradient)
+    86-156 µs more, the 256-wide one 110-125 µs. Not told apart: m below ~400 (590-670 µs there) and
+    fp32 (460-530 µs)."""
     attention_extra_ns: int = 9500
     """SDPA backend kernels on top of launch_ns (flash/cuDNN fwd, small: 16 µs)."""
     foreach_base_ns: int = 6000
@@ -126,6 +137,18 @@ class HostConstants:
     collective_ns: int = 15000
     """Host side of one c10d NCCL call (ProcessGroupNCCL: work object, stream sync events, ncclGroup
     launch): an estimate, not measured yet."""
+    functional_collective_ns: int = 117_000
+    """A functional collective (`torch.distributed._functional_collectives`: the custom op's Python,
+    the AsyncCollectiveTensor it returns) beyond `collective_ns`: a small all_to_all_single took 89 µs
+    of host time against 25 µs through c10d (calls 12-13, measure_moe_host.py), scaled by 1.83 to the
+    host of the ground-truth runs (a same-shape `mm` took 21.4 µs there, 11.7 there). It is what
+    tensor parallelism's `DTensor.redistribute` had been charged beyond its ops (115 µs), which now
+    goes here. Charged per call of the module's API from Python (runtime/python_costs.py)."""
+    radix_sort_pass_ns: int = 20_000
+    """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then,
+    one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
+    took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
+    pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
     subclass_op_ns: int = 59_000
     """Per op on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding propagation
     (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the local tensors.
@@ -157,6 +180,8 @@ _VIEW_OPS = frozenset({
 _ALLOC_OPS = frozenset({"aten.empty", "aten.empty_strided", "aten.empty_like", "aten.new_empty", "aten.new_empty_strided"})
 _GEMM_OPS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv",
                        "aten.addmv", "aten.dot"})
+_SELECTED_GEMMS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm"})
+"""GEMMs that cuBLAS(Lt) chooses an algorithm for by heuristics (matrix-vector products do not)."""
 _MULTI_TENSOR = ("aten._foreach_", "aten._fused_adam", "aten._fused_sgd")
 
 
@@ -188,9 +213,37 @@ class HostModel:
             t += c.alloc_output_ns
         if p in _GEMM_OPS:
             t += c.gemm_extra_ns
+        elif p == "aten.sort":
+            t += self._radix_passes(op) * c.radix_sort_pass_ns
         elif "attention" in p:
             t += c.attention_extra_ns
         return t
+
+    @staticmethod
+    def _radix_passes(op: OpCall) -> int:
+        """Radix-sort passes of a CUDA sort: none for a sorted dimension of at most 4096 elements (a
+        bitonic sort in one kernel), else one per byte of key."""
+        inputs = op.tensor_inputs()
+        if not inputs or not inputs[0].shape:
+            return 0
+        dim = dict(op.kwargs).get("dim", next((a for a in op.args[1:] if isinstance(a, int) and not isinstance(a, bool)), -1))
+        shape = inputs[0].shape
+        if shape[dim % len(shape)] <= 4096:
+            return 0
+        return itemsize(inputs[0])
+
+    def gemm_problem(self, op: OpCall) -> tuple | None:
+        """What cuBLAS keys its algorithm choice by for a GEMM op (inputs' shapes, strides and dtypes,
+        the result's dtype); None for other ops."""
+        p = _packet(op.name)
+        if p not in _SELECTED_GEMMS:
+            return None
+        out = op.outputs[0].dtype if op.outputs else None
+        return p, out, tuple((m.shape, m.stride, m.dtype) for m in op.tensor_inputs())
+
+    def gemm_select_ns(self) -> int:
+        """Host time of cuBLAS choosing an algorithm for a GEMM problem the process has not run."""
+        return self.c.gemm_select_ns
 
     def pays_framework(self, op: OpCall, *, backward: bool = False) -> bool:
         """Whether `op_ns` includes `framework_ns` for this op (a kernel op issued from Python)."""
@@ -214,6 +267,10 @@ class HostModel:
     def collective_ns(self) -> int:
         """Host time of issuing one NCCL call through c10d."""
         return self.c.collective_ns
+
+    def functional_collective_ns(self) -> int:
+        """Host time of a functional collective's Python beyond its c10d call."""
+        return self.c.functional_collective_ns
 
     def query_ns(self) -> int:
         """Host time of a stream or event query."""

@@ -46,6 +46,7 @@ def install(config: RankConfig):
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)
     mode = HybridMode(fake_mode, {**HANDLERS, **functional_collectives.handlers()})
+    functional_collectives.install(fake_mode)
     install_sdpa_routing(session)
     install_compile_fallback(session)
     install_storage_resize_hook(recorder)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed._functional_collectives as fc
 import torch.distributed.distributed_c10d as c10d
 
 from phantora.runtime.distributed import SimulatedNcclGroup, _nbytes, unwaited
@@ -119,15 +120,39 @@ def wait_tensor(mode, func, args, kwargs):
 
 
 def wrap_tensor_autograd(mode, func, args, kwargs):
-    """`_c10d_functional._wrap_tensor_autograd` (torch >= 2.12): on a GPU it wraps its input in an
-    AsyncCollectiveTensor: no kernel and no memory. The input's collective is waited for here, where
-    the recorded copy used to wait for it, and the result is an alias of the input: its fake kernel's
-    copy would be a storage the memory tracker never saw, which the next view of it would allocate
-    (and whose known values, Note [Shadow values], would be lost)."""
-    mode.recorder.before_kernel([args[0]])
+    """`_c10d_functional._wrap_tensor_autograd` (torch >= 2.12) wraps its input in an
+    AsyncCollectiveTensor, as on a GPU: no kernel and no memory; the subclass waits for the collective
+    at the first op that reads it (and costs host time at each op, Note [Ops from tensor subclasses]).
+    What it wraps is an alias of the input: the fake kernel's copy would be a storage the memory
+    tracker never saw, which the next view of it would allocate (and whose known values, Note [Shadow
+    values], would be lost)."""
     mode.session.host_only_op(str(func), allocates=False)
     with mode.recorder.suppress():
-        return mode.run_fake(torch.ops.aten.alias.default, (args[0],), {})
+        alias = mode.run_fake(torch.ops.aten.alias.default, (args[0],), {})
+    return fc.AsyncCollectiveTensor(alias)
+
+
+# Note [A GPU program's functional collectives]
+# `torch.distributed._functional_collectives` returns a collective's result wrapped in an
+# AsyncCollectiveTensor, whose Python dispatch waits at the first op that reads it, unless it thinks
+# it is being traced: then it waits at once and returns a plain tensor. One of its signs of tracing
+# is an active FakeTensorMode, which under Phantora is always ours. A program on a GPU takes the
+# eager path, so `_are_we_tracing` is told to disregard our mode, and the others stay as torch has
+# them: the same Python runs (each op on the wrapper pays the subclass's dispatch, models/host.py
+# `subclass_op_ns`), and the wait falls where it falls on a GPU.
+def install(fake_mode) -> None:
+    """Note [A GPU program's functional collectives]."""
+    original = fc._are_we_tracing
+    fake_key = torch._C._TorchDispatchModeKey.FAKE
+
+    def are_we_tracing() -> bool:
+        if torch._C._get_dispatch_mode(fake_key) is not fake_mode:
+            return original()
+        if fc.is_torchdynamo_compiling() or fc.get_proxy_mode() is not None:
+            return True
+        return torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher)
+
+    fc._are_we_tracing = are_we_tracing
 
 
 def handlers() -> dict[Any, Any]:

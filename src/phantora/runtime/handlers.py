@@ -174,24 +174,32 @@ def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-# Note [Balanced routing]
+# Note [Random routing]
 # `bincount` has a data-dependent output size, and a mixture-of-experts layer counts its tokens per
 # expert with it (`torch.bincount(expert_ids, minlength=n_experts)`), moves the counts to the host
-# and sizes its all-to-alls by them. The GPU values do not exist here. With `minlength` (the number
-# of bins) and no weights, the placeholder is the balanced count: n elements spread evenly over the
-# bins, the first n mod bins one more. It is the same on every rank (a symmetric shadow, Note
-# [Shadow values]), so the counts stay real on the host through the all-to-all that exchanges them,
-# and the program routes n * top_k / experts tokens to each expert: the load a balanced router
-# gives, which the usual load-balancing loss aims for. An input with a shadow is counted for real.
-def balanced_counts(n: int, bins: int) -> torch.Tensor:
-    """n elements spread evenly over `bins` (the first n % bins get one more)."""
-    counts = torch.full((bins,), n // bins, dtype=torch.int64)
-    counts[: n % bins] += 1
-    return counts
+# and sizes its all-to-alls and its experts' GEMMs by them. The GPU values do not exist here. With
+# `minlength` (the number of bins) and no weights, the placeholder counts n elements whose bins are
+# drawn uniformly at random: what a balanced router gives (the load the usual load-balancing loss
+# aims for), with the fluctuations a real router has. Balanced counts alone would give every expert
+# the same row count in every layer and step, where a real run's row counts vary, and a GEMM of a
+# row count the process has not run before pays cuBLAS's algorithm selection on the host
+# (models/host.py `gemm_select_ns`). The draw is seeded by the number of placeholder counts this
+# process has made, so it repeats from run to run and is the same on every rank (the programs make
+# the same calls in the same order): a symmetric shadow (Note [Shadow values]), so the counts stay
+# real on the host through the all-to-all that exchanges them. An input with a shadow is counted for
+# real. CUDA's bincount first reads the input's largest and smallest values on the host (two
+# reductions and two device-to-host reads), which the handler issues too.
+ROUTING_SEED = 20261122
+
+
+def random_counts(n: int, bins: int, draw: int) -> torch.Tensor:
+    """n elements over `bins`, each bin drawn uniformly; the same counts for the same `draw`."""
+    generator = torch.Generator().manual_seed(ROUTING_SEED + draw)
+    return torch.bincount(torch.randint(bins, (n,), generator=generator), minlength=bins)
 
 
 def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
-    """Note [Balanced routing]."""
+    """Note [Random routing]."""
     t = args[0]
     weights = args[1] if len(args) > 1 else kwargs.get("weights")
     minlength = int(args[2] if len(args) > 2 else kwargs.get("minlength", 0))
@@ -202,11 +210,12 @@ def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
         raise NotImplementedError("phantora: aten.bincount has a data-dependent output shape; supported on GPU "
                                   "tensors with minlength (the number of bins) and without weights "
                                   "(docs/runtime.md, Values)")
-    _read_to_host(mode, t, blocking=True)  # CUDA's bincount reads the input's largest value on the host
+    for extreme in (aten.max.default, aten.min.default):
+        _read_to_host(mode, mode.run_fake(extreme, (t,), {}), blocking=True)
     if real is not None:
         values, symmetric = torch.bincount(real, minlength=minlength), shadows.symmetric(t)
     else:
-        values, symmetric = balanced_counts(t.numel(), minlength), True
+        values, symmetric = random_counts(t.numel(), minlength, mode.session.stats.placeholders["bincount"]), True
         mode.session.note_placeholder("bincount")
     with mode.fake_mode:
         out = torch.empty(values.shape, dtype=torch.int64, device=t.device)

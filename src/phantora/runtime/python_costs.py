@@ -3,7 +3,7 @@
 Op interception charges the host for every op (models/host.py); a training step also spends host
 time in Python that issues few or no ops: `nn.Module.__call__` and the `forward` bodies around the
 ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's Python entry points, `zero_grad()` (no op at all with
-`set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, fetching a batch from a
+`set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, functional collectives' Python, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
 `Session.host_contention`). Each is charged, from the host model's constants, where the call starts: through
 PyTorch's own global hooks where there is one (module forward pre-hooks, optimizer step pre-hooks),
@@ -20,6 +20,7 @@ import functools
 import importlib
 import inspect
 import os
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 def install_python_costs(session: Session) -> None:
     import torch
+    import torch.distributed._functional_collectives as fc
     import torch.nn.modules.module as module
     import torch.nn.utils.clip_grad as clip_grad
     import torch.optim.optimizer as optimizer
@@ -53,6 +55,7 @@ def install_python_costs(session: Session) -> None:
             session.host_contention(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
+    _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda: charge(host.functional_collective_ns()))
     for name in host.library_calls():
         owner = _library_owner(name)
         if owner is not None:  # a torch without this library (or this version of it) never calls it
@@ -77,6 +80,40 @@ def _library_owner(name: str) -> type | None:
     except (ImportError, AttributeError):
         return None
     return owner if hasattr(owner, method) else None
+
+
+FUNCTIONAL_COLLECTIVES = (
+    "broadcast", "all_reduce", "all_reduce_coalesced", "all_gather_tensor", "all_gather_tensor_autograd",
+    "all_gather_single", "all_gather_single_autograd", "all_gather_into_tensor_coalesced",
+    "all_gather_single_coalesced", "reduce_scatter_tensor", "reduce_scatter_tensor_autograd",
+    "reduce_scatter_single", "reduce_scatter_single_autograd", "reduce_scatter_tensor_coalesced",
+    "reduce_scatter_single_coalesced", "all_to_all_single", "all_to_all_single_autograd", "permute_tensor")
+"""`torch.distributed._functional_collectives`' API: each call from Python pays `functional_collective_ns`
+(the backward of a collective, called by the autograd engine, does not go through these)."""
+
+_depth = threading.local()
+
+
+def _charge_outermost(module: Any, names: tuple[str, ...], charge: Callable[[], None]) -> None:
+    """Charge each call of `module.name` that is not made from inside another of them (one public
+    function calls another: `all_to_all_single_autograd` is `all_to_all_single`)."""
+    for name in names:
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+
+        @functools.wraps(original)
+        def wrapper(*args, __original=original, **kwargs):
+            outer = getattr(_depth, "value", 0)
+            if not outer:
+                charge()
+            _depth.value = outer + 1
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                _depth.value = outer
+
+        setattr(module, name, wrapper)
 
 
 def _charge_before(owner: Any, name: str, charge: Callable[..., None]) -> None:

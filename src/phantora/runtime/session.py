@@ -47,6 +47,8 @@ class OpStats:
     kernel_ns_by_class: collections.Counter = field(default_factory=collections.Counter)
     subclass_ops: int = 0
     """Ops dispatched by a tensor subclass (DTensor) before its local ops."""
+    gemm_problems: int = 0
+    """Distinct GEMM problems run, each paying cuBLAS's algorithm selection once."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
     """Op name -> calls that got only a generic memory-bound estimate."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
@@ -91,6 +93,8 @@ class Session:
         self._warned: set[str] = set()
         self._contention_ns = 0
         """Host time still owed to other threads of the program (`host_contention`)."""
+        self._gemm_problems: set[tuple] = set()
+        """GEMM problems this process has run (cuBLAS chose their algorithms: `_gemm_select_ns`)."""
         self.host_timer = None
         """With `--host-time measured`: charges the program's own CPU time between intercepted calls
         (runtime/host_time.py Note [Measured host time]); None with the host model alone (default)."""
@@ -140,11 +144,21 @@ class Session:
             self._note_generic(op)
         detail = describe_tensors(op) if self.config.trace else ""
         with self.lock:
-            self.link.advance_host(self._with_contention(self.host.op_ns(op, backward=backward)))
+            self.link.advance_host(self._with_contention(self.host.op_ns(op, backward=backward))
+                                   + self._gemm_select_ns(op))
             self.link.kernel(self.stream_id(stream), estimate.duration_ns, op.name, flops=estimate.flops,
                              bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class, detail=detail)
             self._count(estimate)
             self.op_log.note(op, estimate)
+
+    def _gemm_select_ns(self, op: OpCall) -> int:
+        """cuBLAS chooses an algorithm the first time the process runs a GEMM problem (models/host.py)."""
+        problem = self.host.gemm_problem(op)
+        if problem is None or problem in self._gemm_problems:
+            return 0
+        self._gemm_problems.add(problem)
+        self.stats.gemm_problems += 1
+        return self.host.gemm_select_ns()
 
     def _measure_on_the_fly(self, op: OpCall, estimate: KernelEstimate) -> KernelEstimate:
         """Ask the profiler worker to measure an op no database has (profiler/onthefly.py Note

@@ -13,7 +13,7 @@ a broadcast (every rank's program puts the same values there, which is what a br
 true on a real cluster).
 
 A shadow is *symmetric* when every rank holds the same values by construction: a placeholder that
-does not depend on the rank (Note [Balanced routing] in runtime/handlers.py) and what ops compute
+does not depend on the rank (Note [Random routing] in runtime/handlers.py) and what ops compute
 from symmetric shadows alone. An all-to-all of a symmetric shadow is then known without the other
 ranks' data: rank r receives block r of every rank's input, which is block r of its own
 (`Shadows.all_to_all`); the result is no longer symmetric.

@@ -52,10 +52,11 @@ sub = dist.new_group([0, 1])
 if rank in (0, 1):
     dist.all_reduce(x, group=sub)
 
-# mixture-of-experts routing: tokens counted per expert (balanced placeholder), counts exchanged
+# mixture-of-experts routing: tokens counted per expert (random placeholder), counts exchanged
 experts = torch.randint(0, 4 * world, (1000,), device="cuda")
 counts = torch.bincount(experts, minlength=4 * world)
 received = funcol.all_to_all_single(counts, None, None, dist.group.WORLD)
+seen["funcol_result"] = type(received).__name__  # as on a GPU, not the tracing path's plain tensor
 seen["moe_counts"] = torch.cat([counts, received]).tolist()
 free_before = torch.cuda.memory_allocated()
 by_rank = received.view(world, 4)  # a view of a functional collective's result allocates nothing

@@ -270,6 +270,18 @@ def test_bad_input_is_rejected():
         Coordinator(2, FixedNetwork()).submit(0, [CollectiveRecord(0, 0, (0, 1), 0, "broadcast", 8)])
 
 
+def test_an_uneven_all_to_all_takes_as_long_as_its_largest_member():
+    """Note [Uneven all-to-alls]: members of an all-to-all with split sizes send different amounts."""
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [CollectiveRecord(0, 0, (0, 1), 0, "all_to_all", 100, None, "pg"), RankFinished(1)])
+    c.submit(1, [CollectiveRecord(0, 0, (0, 1), 0, "all_to_all", 140, None, "pg"), RankFinished(1)])
+    assert times(c.spans(0)) == times(c.spans(1)) == [("all_to_all", 0, 140)]
+    c2 = Coordinator(2, FixedNetwork())
+    c2.submit(0, [CollectiveRecord(0, 0, (0, 1), 0, "all_to_all", 100, None, "pg")])
+    with pytest.raises(CollectiveMismatchError, match="does not match rank 0"):
+        c2.submit(1, [AR(0, 0, (0, 1), 0, 100)])
+
+
 def test_a_collective_a_member_never_issues_is_reported():
     c = Coordinator(2, FixedNetwork())
     c.submit(1, [RankFinished(0)])
