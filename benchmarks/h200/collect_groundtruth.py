@@ -4,6 +4,9 @@
     python benchmarks/h200/collect_groundtruth.py import CALLTAG /work/.device/N/groundtruth.tar.gz [--runner-log LOG]
     # a later call that measures configurations again: kept beside the first runs, under repeats/
     python benchmarks/h200/collect_groundtruth.py import CALLTAG TAR --repeat
+    # a run of a configuration's exact command taken by another script (profile_steps.py --timeline or
+    # its profiles: the same steps with marks, or with one profiled step after them), from its log
+    python benchmarks/h200/collect_groundtruth.py import-log CALLTAG NAME LOG --note "how it ran"
     # rebuild the configs file from data/h200/groundtruth/*.json and the dev set
     python benchmarks/h200/collect_groundtruth.py configs
 
@@ -74,6 +77,25 @@ def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[
             (GT / f"{base}_{tag}").write_bytes(data)
     if runner_log:
         (GT / f"runner_{tag}.log").write_bytes(runner_log.read_bytes())
+
+
+def import_log(tag: str, name: str, log_path: Path, note: str) -> None:
+    """A repeat from the log of a run of `name`'s command (its script's JSON line), kept under repeats/."""
+    c = {cfg["name"]: cfg for cfg in groundtruth.CONFIGS}[name]
+    log = log_path.read_text(errors="replace")
+    result = groundtruth.parse(c, log)
+    if result is None:
+        raise SystemExit(f"{log_path}: no result line of {c['script']}")
+    steps = [1e3 * t for t in result["step_s_all"]]
+    rec = {"name": name, "script": c["script"], "world": c["world"], "args": c["args"],
+           "command": " ".join(groundtruth.command_words(c)), "ok": True, "note": note, "call": tag,
+           "step_ms_all": steps, "step_ms_warmup_excluded": 3, "step_ms": groundtruth.spread(steps[3:]),
+           "max_mem_allocated_gib": result.get("max_mem_alloc_gib"),
+           "max_mem_reserved_gib": result.get("max_mem_reserved_gib"), "result": result}
+    REPEATS.mkdir(parents=True, exist_ok=True)
+    (REPEATS / "logs").mkdir(exist_ok=True)
+    (REPEATS / f"{name}_{tag}.json").write_text(json.dumps(rec, indent=1) + "\n")
+    (REPEATS / "logs" / f"{name}_{tag}.log").write_text(log)
 
 
 def median_of(values) -> float | None:
@@ -165,10 +187,17 @@ def main():
     i.add_argument("--runner-log", type=Path)
     i.add_argument("--exclude", default="", help="config names whose result is kept under excluded/ (invalid run)")
     i.add_argument("--repeat", action="store_true", help="a repeat measurement: keep it under repeats/ beside the first")
+    g = sub.add_parser("import-log")
+    g.add_argument("tag")
+    g.add_argument("name")
+    g.add_argument("log", type=Path)
+    g.add_argument("--note", required=True, help="how the run differed from groundtruth.py's")
     sub.add_parser("configs")
     a = p.parse_args()
     if a.cmd == "import":
         import_call(a.tag, a.tar, a.runner_log, set(filter(None, a.exclude.split(","))), a.repeat)
+    elif a.cmd == "import-log":
+        import_log(a.tag, a.name, a.log, a.note)
     else:
         build_configs()
 

@@ -16,6 +16,7 @@ import torch.distributed._functional_collectives as fc
 # Marks inside each MoE layer's forward (router, sort, counts, splits, dispatch, each expert, combine),
 # set to timeline.mark when PHANTORA_BENCH_TIMELINE is set: where the layer's host time goes.
 inner_mark = lambda label: None
+inner_note = lambda key, value: None  # timeline.note: each call's received rows per local expert
 
 
 class RMSNorm(nn.Module):
@@ -55,6 +56,7 @@ class MoE(nn.Module):
         self.loads.append(send)
         send_splits = [sum(send[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
         recv_splits = [sum(recv[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
+        inner_note("expert_rows", [sum(recv[r * self.le + j] for r in range(self.world)) for j in range(self.le)])
         inner_mark("moe.splits")
         routed = fc.all_to_all_single_autograd(x[token], recv_splits, send_splits, group)
         # routed is ordered (source rank, local expert): gather each local expert's tokens
@@ -116,8 +118,8 @@ def main():
     if os.environ.get("PHANTORA_BENCH_TIMELINE"):  # host and GPU time of each MoE layer and phase
         import timeline
         timeline.install(model.moes)
-        global inner_mark
-        inner_mark = timeline.mark
+        global inner_mark, inner_note
+        inner_mark, inner_note = timeline.mark, timeline.note
     mark = timeline.mark if timeline else (lambda phase: None)
 
     def train_step():

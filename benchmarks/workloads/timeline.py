@@ -11,7 +11,12 @@ host time (perf_counter_ns) is taken and a CUDA event is recorded:
 Times are relative to the step's start: the host time right after the step's opening synchronize, and
 an event recorded then on the current stream. Rank R writes DIR/rank{R}.json =
 {"steps": [[[label, host_us, gpu_us], ...], ...], "gc": [{"us", "collections": [gen0, gen1, gen2]}, ...]}
-over the recorded steps ("gc": host time in Python's garbage collector per step). Under Phantora,
+over the recorded steps ("gc": host time in Python's garbage collector per step; "notes": what the
+workload passed to note() during each step). With PHANTORA_BENCH_SCHED=1 (real runs only) each step
+also gets "sched": the main thread's scheduler counters over the step (/proc/thread-self/sched: time on
+a CPU, time waiting for one, switches, migrations) and, after the step's closing synchronize, two host
+speed probes (a fixed pure-Python loop; 200 small kernel launches): is a slow rank's host slow at
+everything, or waiting for a CPU? Under Phantora,
 perf_counter reads the simulated host clock and events are simulated, so a real run's file and a
 simulated run's file compare directly (benchmarks/compare_timeline.py).
 
@@ -28,9 +33,54 @@ import time
 
 import torch
 
-_state: dict = {"active": False, "step": None, "gc_start": 0, "gc_us": 0.0, "gc_runs": [0, 0, 0]}
+_state: dict = {"active": False, "step": None, "gc_start": 0, "gc_us": 0.0, "gc_runs": [0, 0, 0],
+                "notes": {}, "sched": None}
 _steps: list[list[list]] = []
 _gc_steps: list[dict] = []
+_note_steps: list[dict] = []
+_sched_steps: list[dict] = []
+_SCHED = os.environ.get("PHANTORA_BENCH_SCHED") == "1"
+_SCHED_KEYS = ("se.sum_exec_runtime", "se.statistics.wait_sum", "se.statistics.wait_count", "nr_switches",
+               "nr_voluntary_switches", "nr_involuntary_switches", "se.nr_migrations")
+
+
+def _sched_counters() -> dict:
+    """The main thread's scheduler counters (ms for times; absent keys where schedstats are off)."""
+    counters = {}
+    try:
+        with open("/proc/thread-self/sched") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in _SCHED_KEYS:
+                    counters[key.strip()] = float(value)
+        with open("/proc/thread-self/stat") as f:
+            counters["cpu"] = int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        pass
+    return counters
+
+
+def host_probes() -> dict:
+    """Fixed host work timed right now: a pure-Python loop and 200 small kernel launches (µs)."""
+    t0 = time.perf_counter_ns()
+    total = 0
+    for i in range(100_000):
+        total += i * i
+    t1 = time.perf_counter_ns()
+    x = torch.ones(256, device="cuda")
+    torch.cuda.synchronize()
+    t2 = time.perf_counter_ns()
+    for _ in range(200):
+        x = x + 1
+    t3 = time.perf_counter_ns()
+    torch.cuda.synchronize()
+    return {"python_loop_us": round((t1 - t0) / 1e3, 1), "launch_200_us": round((t3 - t2) / 1e3, 1)}
+
+
+def note(key: str, value) -> None:
+    """Keep `value` under `key` in this step's notes (a list per key)."""
+    if _state["step"] is not None:
+        _state["notes"].setdefault(key, []).append(value)
 
 
 def _on_gc(phase: str, info: dict) -> None:
@@ -103,6 +153,8 @@ def step_begin(step: int | None = None, first_recorded: int = 3) -> None:
         return
     _state["step"] = []
     _state["gc_us"], _state["gc_runs"] = 0.0, [0, 0, 0]
+    _state["notes"] = {}
+    _state["sched"] = _sched_counters() if _SCHED else None
     _record("step")
 
 
@@ -120,9 +172,15 @@ def step_end() -> None:
     _steps.append([[label, round((host - host0) / 1e3, 1), round(event0.elapsed_time(event) * 1e3, 1)]
                    for label, host, event in marks])
     _gc_steps.append({"us": round(_state["gc_us"], 1), "collections": list(_state["gc_runs"])})
+    _note_steps.append(_state["notes"])
+    if _state["sched"] is not None:
+        before, after = _state["sched"], _sched_counters()
+        delta = {key: round(after[key] - before[key], 3) for key in after if key in before and key != "cpu"}
+        delta["cpu_begin"], delta["cpu_end"] = before.get("cpu"), after.get("cpu")
+        _sched_steps.append({**delta, **host_probes()})
 
 
 def dump(out_dir: str, rank: int) -> None:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump({"steps": _steps, "gc": _gc_steps}, f)
+        json.dump({"steps": _steps, "gc": _gc_steps, "notes": _note_steps, "sched": _sched_steps}, f)

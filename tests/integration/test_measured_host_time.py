@@ -1,5 +1,5 @@
 """`--host-time measured` charges the script's own CPU time between GPU ops; the default host model does not
-(runtime/host_time.py Note [Measured host time])."""
+(runtime/host_time.py Note [Measured host time]); `--host-time-scale` scales either."""
 
 from conftest import SCRIPTS
 
@@ -12,8 +12,13 @@ def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantor
     took = model.tagged_json("HOSTTIME")
     assert took["loop_ns"] == 0  # no op, no modelled cost: the loop is invisible to the host model
     assert took["add_ns"] == C.launch_ns + C.framework_ns
-    assert model.summary["host_time"] == {"mode": "model", "deterministic": True}
+    assert model.summary["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0}
     assert "host model (deterministic)" in model.stderr
+
+    faster = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time-scale", "0.5"))
+    assert faster.code == 0, faster.stderr
+    assert faster.tagged_json("HOSTTIME")["add_ns"] == C.scaled(0.5).launch_ns + C.scaled(0.5).framework_ns
+    assert faster.summary["host_time"]["scale"] == 0.5 and "constants x0.5" in faster.stderr
 
     measured = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time", "measured",
                                                                      "--host-time-scale", "2"))

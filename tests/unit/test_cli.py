@@ -66,10 +66,11 @@ def test_host_time_options(tmp_path, capsys):
     rank = config_from_args(parse(["torchrun", "--gpu", "h200", "--host-time", "measured", "--nproc-per-node", "2",
                                    str(script)]))[0].rank_config
     assert (rank.host_time, rank.host_time_scale) == ("measured", 1.0)
+    rank = config_from_args(parse(["run", "--gpu", "h200", "--host-time-scale", "0.7", str(script)]))[0].rank_config
+    assert (rank.host_time, rank.host_time_scale) == ("model", 0.7)
     for words, message in ((["--host-time", "measured", "--host-time-scale", "0"], "must be a finite number > 0"),
                            (["--host-time", "measured", "--host-time-scale", "fast"], "must be a finite number > 0"),
                            (["--host-time", "measured", "--host-time-scale=-2"], "must be a finite number > 0"),
-                           (["--host-time-scale", "2"], "only applies with --host-time measured"),
                            (["--host-time", "wall"], "invalid choice")):
         for command in ("run", "torchrun"):
             assert main([command, "--gpu", "h200", *words, str(script)]) == 2

@@ -4,7 +4,7 @@ import importlib.util
 import statistics
 from pathlib import Path
 
-from phantora.models.host import H200_HOST, HostConstants, HostModel
+from phantora.models.host import H200_HOST, LIBRARY_CALL_NS, HostConstants, HostModel
 from phantora.models.ops import OpCall, TensorMeta
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +77,16 @@ def test_constants_are_configurable_and_deterministic():
     m = HostModel(HostConstants(framework_ns=0))
     x = op("aten.add_.Tensor", t(8), t(8), outputs=[t(8)])
     assert m.op_ns(x) == H200_HOST.launch_ns == m.op_ns(x)
+
+
+def test_scaled_constants_scale_every_host_time():
+    """`--host-time-scale` in model mode: a CPU that takes 0.7x as long for everything."""
+    fast = H200_HOST.scaled(0.7)
+    assert fast.launch_ns == round(0.7 * H200_HOST.launch_ns) and fast.subclass_op_ns == round(0.7 * H200_HOST.subclass_op_ns)
+    assert all(fast.library_call_ns[name] == round(0.7 * ns) for name, ns in H200_HOST.library_call_ns.items())
+    mm = op("aten.mm.default", t(64, 64), t(64, 64), outputs=[t(64, 64)])
+    assert abs(HostModel(fast).op_ns(mm) - 0.7 * HostModel().op_ns(mm)) <= 3
+    assert H200_HOST.scaled(1.0) is H200_HOST and H200_HOST.library_call_ns == dict(LIBRARY_CALL_NS)
 
 
 def test_backward_ops_pay_the_node_not_the_framework():

@@ -169,8 +169,17 @@ def test_rank_config_host_time():
             RankConfig(gpu="h200", host_time="measured", host_time_scale=bad)
     with pytest.raises(ValueError, match="--host-time must be"):
         RankConfig(gpu="h200", host_time="wall")
-    with pytest.raises(ValueError, match="only applies with --host-time measured"):
-        RankConfig(gpu="h200", host_time_scale=0.5)
+    assert RankConfig(gpu="h200", host_time_scale=0.5).host_time_scale == 0.5  # scales the host model
+
+
+def test_host_time_scale_scales_the_host_model():
+    """In model mode `--host-time-scale` multiplies every constant; measured mode keeps them."""
+    assert host_model_for("model", 0.5).c.launch_ns == C.launch_ns // 2
+    assert host_model_for("model", 0.5).c.framework_ns == round(0.5 * C.framework_ns)
+    assert host_model_for("measured", 0.5).c is C
+    session = Session(RankConfig(gpu="h200", host_time_scale=0.5, trace=False, use_kernel_database=False),
+                      Recording(), flush_interval_s=None)
+    assert session.host.c.gemm_select_ns == C.gemm_select_ns // 2
 
 
 # -- the session's entries ---------------------------------------------------------------------

@@ -69,8 +69,9 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
                         "deterministic (default); measured = the CPU time the script's own code takes on this "
                         "machine, outside Phantora (varies with load; docs/compute-model.md, Host model)")
     p.add_argument("--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
-                   help="with --host-time measured: multiply measured CPU time by FACTOR, the target host CPU's "
-                        "time for the same work over this machine's (0.8: the target CPU is 25%% faster; default 1)")
+                   help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
+                        "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
+                        "measured the CPU time measured on this machine")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr every few seconds (default: when stderr is a terminal)")
 
@@ -173,8 +174,6 @@ def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
 
 def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
     key = _gpu_key(gpu)
-    if args.host_time_scale is not None and args.host_time != "measured":
-        raise CliError("--host-time-scale only applies with --host-time measured")
     try:
         return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,

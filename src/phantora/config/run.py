@@ -51,8 +51,10 @@ class RankConfig:
     host model's constants (deterministic), or "measured", the CPU time the program's own code took on
     this machine (runtime/host_time.py Note [Measured host time])."""
     host_time_scale: float = 1.0
-    """`--host-time-scale`: measured CPU time is multiplied by this (the target host CPU's time for the
-    same work over this machine's: below 1 for a faster target CPU); only with host_time "measured"."""
+    """`--host-time-scale`: the target host CPU's time for the same work over the reference one's (below
+    1: a faster CPU). With host_time "model" every host-model constant is multiplied by it (the reference
+    is the H200 machine's CPU the constants were measured on); with "measured", the measured CPU time
+    (the reference is this machine)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.devices_per_process <= 64:
@@ -63,8 +65,6 @@ class RankConfig:
             scale = positive_finite(self.host_time_scale)
         except ValueError as error:
             raise ValueError(f"--host-time-scale {error}") from None
-        if self.host_time == "model" and scale != 1.0:
-            raise ValueError("--host-time-scale only applies with --host-time measured")
         object.__setattr__(self, "host_time_scale", scale)
         object.__setattr__(self, "kernel_databases", tuple(self.kernel_databases))  # a list after JSON
 

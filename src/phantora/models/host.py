@@ -35,7 +35,7 @@ the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from phantora.models.compute import itemsize
 from phantora.models.ops import OpCall, TensorMeta
@@ -165,6 +165,13 @@ class HostConstants:
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured yet;
     it keeps polling loops (`while not e.query()`) advancing in simulated time."""
+
+    def scaled(self, factor: float) -> "HostConstants":
+        """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long)."""
+        if factor == 1.0:
+            return self
+        times = {f.name: round(getattr(self, f.name) * factor) for f in fields(self) if f.name != "library_call_ns"}
+        return HostConstants(**times, library_call_ns={name: round(ns * factor) for name, ns in self.library_call_ns.items()})
 
 
 H200_HOST = HostConstants()

@@ -14,7 +14,7 @@ issues (no `framework_ns`), and syncs, queries and NCCL calls their constants. P
 
 from __future__ import annotations
 
-from phantora.models.host import HostModel
+from phantora.models.host import H200_HOST, HostModel
 from phantora.models.ops import OpCall
 
 
@@ -58,6 +58,7 @@ class MeasuredHostModel(HostModel):
         return []
 
 
-def host_model_for(mode: str) -> HostModel:
-    """The host model of a `--host-time` mode."""
-    return MeasuredHostModel() if mode == "measured" else HostModel()
+def host_model_for(mode: str, scale: float = 1.0) -> HostModel:
+    """The host model of a `--host-time` mode; in "model" mode `scale` (`--host-time-scale`) multiplies
+    every constant (measured mode scales the measured CPU time instead: runtime/host_time.py)."""
+    return MeasuredHostModel() if mode == "measured" else HostModel(H200_HOST.scaled(scale))

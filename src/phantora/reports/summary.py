@@ -161,9 +161,9 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
 
 
 def _host_time(mode: str, scale: float, reported: list[dict[str, Any]]) -> dict[str, Any]:
-    """How host time was simulated (`--host-time`); measured: the scale and the mean CPU time charged."""
+    """How host time was simulated (`--host-time`) and its scale; measured: the mean CPU time charged."""
     if mode != "measured":
-        return {"mode": mode, "deterministic": True}
+        return {"mode": mode, "deterministic": True, "scale": scale}
     charged = [_int(r.get("host_time_measured_ns")) for r in reported]
     return {"mode": mode, "deterministic": False, "scale": scale,
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
@@ -211,7 +211,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("host time", f"measured CPU time x{host['scale']:g}: {1e3 * host['measured_s']:.2f} ms "
                                   f"charged{per} (varies between runs)"))
     else:
-        rows.append(("host time", "host model (deterministic)"))
+        scale = host.get("scale", 1.0)
+        rows.append(("host time", "host model (deterministic)" + (f", constants x{scale:g}" if scale != 1.0 else "")))
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
                                     f"{s['host_only_ops']} host-only"
                                     + (f", {s['subclass_ops']} dispatched by a tensor subclass" if s["subclass_ops"] else "")

@@ -76,7 +76,7 @@ class Session:
             from phantora.profiler.onthefly import OnTheFlyClient
             self.on_the_fly = OnTheFlyClient(config.profile_worker)
         self._not_measured: set[OpCall] = set()
-        self.host = host or host_model_for(config.host_time)
+        self.host = host or host_model_for(config.host_time, config.host_time_scale)
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
         allocator_config = AllocatorConfig.from_env(os.environ)

@@ -1,0 +1,35 @@
+"""How fast this machine's CPU runs Python and launches kernels right now: a lease's host-speed index.
+
+The same fixed work as timeline.py's per-step probes (PHANTORA_BENCH_SCHED=1): 100,000 iterations of a
+pure-Python loop, and 200 small kernel launches (`x = x + 1` on 256 floats) without synchronising.
+Leases of the same machine type differ by up to 1.8x in host speed (data/h200/call11/README.md), and
+one process of a run can be 1.6x slower than its siblings (data/h200/call14): host-bound ground truth
+is only comparable with the host speed it ran at. Prints one JSON line (medians of 21 rounds, µs).
+
+    python3 benchmarks/h200/host_probe.py [--label NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
+import timeline  # noqa: E402  (the probes live there, so both measure the same work)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--label", default="")
+    p.add_argument("--rounds", type=int, default=21)
+    a = p.parse_args()
+    rounds = [timeline.host_probes() for _ in range(a.rounds)]
+    print(json.dumps({"label": a.label, "cpu": os.sched_getaffinity(0).__len__(),
+                      **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
