@@ -68,20 +68,26 @@ def import_call(tag: str, tar_path: Path, runner_log: Path | None, exclude: set[
                 rec["max_mem_allocated_gib"] = None
             rec["call"] = tag
             dest = GT / "excluded" if rec["name"] in exclude else REPEATS if repeat else GT
-            dest.mkdir(exist_ok=True)
             suffix = f"_{tag}" if rec["name"] in exclude or repeat else ""
-            (dest / f"{rec['name']}{suffix}.json").write_text(json.dumps(rec, indent=1) + "\n")
-            (dest / "logs").mkdir(exist_ok=True)
-            (dest / "logs" / f"{rec['name']}{suffix}.log").write_text(log)
+            write_record(dest, f"{rec['name']}{suffix}", rec, log)
         elif folder == "groundtruth":
             (GT / f"{base}_{tag}").write_bytes(data)
     if runner_log:
         (GT / f"runner_{tag}.log").write_bytes(runner_log.read_bytes())
 
 
+def write_record(dest: Path, stem: str, rec: dict, log: str) -> None:
+    """dest/STEM.json (the record) and dest/logs/STEM.log (the run's output)."""
+    (dest / "logs").mkdir(parents=True, exist_ok=True)
+    (dest / f"{stem}.json").write_text(json.dumps(rec, indent=1) + "\n")
+    (dest / "logs" / f"{stem}.log").write_text(log)
+
+
 def import_log(tag: str, name: str, log_path: Path, note: str) -> None:
     """A repeat from the log of a run of `name`'s command (its script's JSON line), kept under repeats/."""
-    c = {cfg["name"]: cfg for cfg in groundtruth.CONFIGS}[name]
+    c = next((cfg for cfg in groundtruth.CONFIGS if cfg["name"] == name), None)
+    if c is None:
+        raise SystemExit(f"unknown configuration {name!r} (benchmarks/h200/groundtruth.py CONFIGS)")
     log = log_path.read_text(errors="replace")
     result = groundtruth.parse(c, log)
     if result is None:
@@ -92,10 +98,7 @@ def import_log(tag: str, name: str, log_path: Path, note: str) -> None:
            "step_ms_all": steps, "step_ms_warmup_excluded": 3, "step_ms": groundtruth.spread(steps[3:]),
            "max_mem_allocated_gib": result.get("max_mem_alloc_gib"),
            "max_mem_reserved_gib": result.get("max_mem_reserved_gib"), "result": result}
-    REPEATS.mkdir(parents=True, exist_ok=True)
-    (REPEATS / "logs").mkdir(exist_ok=True)
-    (REPEATS / f"{name}_{tag}.json").write_text(json.dumps(rec, indent=1) + "\n")
-    (REPEATS / "logs" / f"{name}_{tag}.log").write_text(log)
+    write_record(REPEATS, f"{name}_{tag}", rec, log)
 
 
 def median_of(values) -> float | None:

@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=21)
     a = p.parse_args()
     rounds = [timeline.host_probes() for _ in range(a.rounds)]
-    print(json.dumps({"label": a.label, "cpu": os.sched_getaffinity(0).__len__(),
+    print(json.dumps({"label": a.label, "cpu": len(os.sched_getaffinity(0)),
                       **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]}}), flush=True)
 
 
