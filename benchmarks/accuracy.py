@@ -73,11 +73,16 @@ def result_line(config: dict, stdout: str) -> dict:
     return next(json.loads(line[line.index('{"script"'):]) for line in stdout.splitlines() if '{"script"' in line)
 
 
-def run_config(config: dict, *, steps: int, extra: list[str]) -> dict:
+def ensure_torchtitan_data(config: dict) -> None:
+    """TorchTitan's configurations read a synthetic C4 dataset: make it once."""
     if config["module"] and not Path(groundtruth.TT_DATA, "data.json").exists():
         Path(groundtruth.TT_DATA).mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(REPO / groundtruth.TT / "make_synthetic_c4.py"),
                         f"{groundtruth.TT_DATA}/data.json"], check=True)
+
+
+def run_config(config: dict, *, steps: int, extra: list[str]) -> dict:
+    ensure_torchtitan_data(config)
     with tempfile.TemporaryDirectory() as out:
         command = phantora_command(config, out, steps, extra)
         started = time.monotonic()

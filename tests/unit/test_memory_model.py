@@ -22,6 +22,7 @@ from phantora.models.memory import (
     CachingAllocatorModel,
     SimulatedOutOfMemoryError,
     allocation_size,
+    cublas_workspace_bytes,
     format_size,
     round_size,
 )
@@ -575,3 +576,14 @@ def test_replay_sees_ooms_and_retries() -> None:
     assert len(ooms) >= 5
     assert any("allowed; " in m for m in ooms)
     assert data["oom_retry"]["steps"][-1]["stats"]["num_alloc_retries"] == 3
+
+
+def test_cublas_workspace_follows_pytorchs_default_and_config():
+    """32 MiB per handle and stream on compute capability 9.0, `:4096:2:16:8` elsewhere, and
+    CUBLAS_WORKSPACE_CONFIG's `:SIZE_KiB:COUNT` pairs summed when set (one without a pair is ignored)."""
+    assert cublas_workspace_bytes((9, 0)) == 32 * 2**20
+    assert cublas_workspace_bytes((8, 0)) == 8 * 2**20 + 128 * 2**10
+    assert cublas_workspace_bytes((10, 0)) == 8 * 2**20 + 128 * 2**10
+    assert cublas_workspace_bytes((9, 0), ":16:8") == 128 * 2**10
+    assert cublas_workspace_bytes((8, 0), ":4096:8:16:8") == 32 * 2**20 + 128 * 2**10
+    assert cublas_workspace_bytes((9, 0), "nonsense") == 32 * 2**20

@@ -35,6 +35,8 @@ streams finish (``synchronize_and_free_events``).
 
 from __future__ import annotations
 
+import re
+
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
@@ -548,6 +550,23 @@ class _AllocParams:
     pool: _BlockPool
     alloc_size: int
     block: _Block | None = None
+
+
+# ----------------------------------------------------------------------------- cuBLAS workspaces
+
+
+def cublas_workspace_bytes(compute_capability: tuple[int, int], config: str | None = None) -> int:
+    """Bytes of the workspace PyTorch gives each cuBLAS handle on each stream (CublasHandlePool.cpp,
+    `parseChosenWorkspaceSize`): `CUBLAS_WORKSPACE_CONFIG`'s `:SIZE_KiB:COUNT` pairs, summed; unset,
+    32 MiB on compute capability 9.0 (`:4096:8`) and `:4096:2:16:8` (8 MiB + 128 KiB) on others.
+    cuBLASLt shares it (unified workspace, torch >= 2.7). A config with no pair is ignored, as there."""
+    if config:
+        pairs = re.findall(r":(\d+):(\d+)", config)
+        if pairs:
+            return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    if tuple(compute_capability) == (9, 0):
+        return 4096 * 1024 * 8
+    return 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
 # ----------------------------------------------------------------------------- the allocator

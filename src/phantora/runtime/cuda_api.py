@@ -381,7 +381,7 @@ def install(api: CudaApi) -> None:
         "_cuda_set_sync_debug_mode": lambda mode: None,
         "_cuda_isCurrentStreamCapturing": lambda: False,
         "_cuda_ipc_collect": lambda: None,
-        "_cuda_clearCublasWorkspaces": lambda: None,
+        "_cuda_clearCublasWorkspaces": lambda: api.recorder.memory.clear_cublas_workspaces(),
         "_cuda_getCurrentBlasHandle": lambda: 0,
         "_cuda_memoryStats": lambda device: alloc(device).memory_stats(),
         "_cuda_resetPeakMemoryStats": lambda device: alloc(device).reset_peak_stats(),

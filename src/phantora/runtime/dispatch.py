@@ -147,6 +147,12 @@ def _cuda_index(tensors: list[torch.Tensor]) -> int | None:
     return None
 
 
+_CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name) for name in
+                        ("mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "mv", "addmv", "dot"))
+"""Ops whose CUDA kernels PyTorch runs through a cuBLAS(Lt) handle (runtime/memory_tracker.py Note
+[cuBLAS workspaces])."""
+
+
 class KernelRecorder:
     """Turns ops on fake CUDA tensors into allocations and kernels of the session."""
 
@@ -186,6 +192,9 @@ class KernelRecorder:
             if o.device.type == "cuda":
                 self.memory.track_new_storage(o, stream_id, resized)
         backward = self._in_backward()
+        if func.overloadpacket in _CUBLAS_OPS:
+            engine = torch._C._current_autograd_node() is not None  # the engine's thread has its own handle
+            self.memory.cublas_workspace("autograd" if engine else threading.get_ident(), device, stream_id)
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return

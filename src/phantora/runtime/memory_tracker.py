@@ -17,15 +17,24 @@ ops' outputs are compared with the bytes allocated. And FakeTensorMode's dispatc
 view output with `set_`, which regrows a storage that `resize_(0)` emptied to fit the view; on a
 GPU the storage stays empty, so it is emptied again, lest FSDP's `alloc_storage` find it already
 full-size and skip the allocation.
+
+Note: [cuBLAS workspaces]
+PyTorch hands cuBLAS (and cuBLASLt, which shares it) a workspace per (handle, stream), allocated
+through the caching allocator at the first GEMM and kept until `_cuda_clearCublasWorkspaces()`
+(aten/src/ATen/cuda/CublasHandlePool.cpp). Handles are per thread, and a CUDA backward runs on the
+autograd engine's device thread, so a training step holds two: 32 MiB each on an H100/H200
+(`models.memory.cublas_workspace_bytes`). Every configuration of the accuracy benchmark had its peak
+allocated memory 62-67 MiB short before they were modelled (32 MiB for the 1F1B pipelines).
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import torch
 
-from phantora.models.memory import SimulatedOutOfMemoryError
+from phantora.models.memory import SimulatedOutOfMemoryError, cublas_workspace_bytes
 from phantora.runtime.session import Session
 
 
@@ -40,6 +49,8 @@ class MemoryTracker:
         """storage address -> device, for tracked storages that `resize_(0)` left without a block
         (FSDP's freed unsharded parameters): still CUDA storages, to re-allocate on `resize_(n)`."""
         self._pending_frees: list[int] = []
+        self._workspaces: dict[tuple, tuple[int, int]] = {}
+        """(issuing thread, device, stream) -> (device, allocator handle) of cuBLAS workspaces."""
         self.new_storage_listeners: list = []
         """Called with the key of each new storage: state kept per storage must not outlive it
         (a new storage may reuse a dead one's address)."""
@@ -74,6 +85,28 @@ class MemoryTracker:
         self._live[key] = (device, handle, storage.nbytes())
         weakref.finalize(storage, self._pending_frees.append, key)
         self._sample(device)
+
+    def cublas_workspace(self, thread: object, device: int, stream_id: int) -> None:
+        """A cuBLAS op is about to run: PyTorch gives each handle (one per thread) a workspace on each
+        stream the first time, from the caching allocator, and keeps it (Note [cuBLAS workspaces])."""
+        key = (thread, device, stream_id)
+        if key in self._workspaces:
+            return
+        self.drain_frees()
+        nbytes = cublas_workspace_bytes(self._session.gpu.compute_capability, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+        try:
+            handle = self._session.allocators[device].malloc(nbytes, stream_id)
+        except SimulatedOutOfMemoryError as error:
+            raise torch.cuda.OutOfMemoryError(str(error)) from None
+        self._workspaces[key] = (device, handle)
+        self._sample(device)
+
+    def clear_cublas_workspaces(self) -> None:
+        """`torch._C._cuda_clearCublasWorkspaces()`: the workspaces go back to the caching allocator."""
+        for device, handle in self._workspaces.values():
+            self._session.allocators[device].free(handle)
+            self._sample(device)
+        self._workspaces.clear()
 
     def device_of(self, storage: torch.UntypedStorage) -> int | None:
         """The device of a tracked fake CUDA storage, None for any other storage.
