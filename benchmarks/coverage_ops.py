@@ -67,12 +67,9 @@ def coverage(path: Path) -> dict:
     """Signatures and estimated kernel time (calls x estimate) of one ops file, by cost source."""
     sigs: dict[str, int] = defaultdict(int)
     time_ns: dict[str, float] = defaultdict(float)
-    with path.open() as f:
-        next(f)  # header
-        for line in f:
-            rec = json.loads(line)
-            sigs[rec["source"]] += 1
-            time_ns[rec["source"]] += rec["calls"] * rec["est_ns"]
+    for rec in read_ops(path).records.values():
+        sigs[rec["source"]] += 1
+        time_ns[rec["source"]] += rec["calls"] * rec["est_ns"]
     return {"signatures": dict(sigs), "time_ns": dict(time_ns)}
 
 

@@ -559,7 +559,8 @@ def cublas_workspace_bytes(compute_capability: tuple[int, int], config: str | No
     """Bytes of the workspace PyTorch gives each cuBLAS handle on each stream (CublasHandlePool.cpp,
     `parseChosenWorkspaceSize`): `CUBLAS_WORKSPACE_CONFIG`'s `:SIZE_KiB:COUNT` pairs, summed; unset,
     32 MiB on compute capability 9.0 (`:4096:8`) and `:4096:2:16:8` (8 MiB + 128 KiB) on others.
-    cuBLASLt shares it (unified workspace, torch >= 2.7). A config with no pair is ignored, as there."""
+    cuBLASLt uses the same one: real torch 2.11 runs allocate 32 MiB per thread, not two per thread.
+    A config with no pair is ignored, as there."""
     if config:
         pairs = re.findall(r":(\d+):(\d+)", config)
         if pairs:

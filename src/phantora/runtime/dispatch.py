@@ -45,6 +45,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from phantora.models.compute import GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.memory_tracker import MemoryTracker
@@ -147,10 +148,9 @@ def _cuda_index(tensors: list[torch.Tensor]) -> int | None:
     return None
 
 
-_CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name) for name in
-                        ("mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "mv", "addmv", "dot"))
-"""Ops whose CUDA kernels PyTorch runs through a cuBLAS(Lt) handle (runtime/memory_tracker.py Note
-[cuBLAS workspaces])."""
+_CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name.split(".", 1)[1]) for name in GEMM_OPS)
+"""The compute model's GEMM ops: PyTorch runs their CUDA kernels through a cuBLAS(Lt) handle
+(runtime/memory_tracker.py Note [cuBLAS workspaces])."""
 
 
 class KernelRecorder:
@@ -191,10 +191,10 @@ class KernelRecorder:
         for o in outputs:
             if o.device.type == "cuda":
                 self.memory.track_new_storage(o, stream_id, resized)
-        backward = self._in_backward()
-        if func.overloadpacket in _CUBLAS_OPS:
-            engine = torch._C._current_autograd_node() is not None  # the engine's thread has its own handle
-            self.memory.cublas_workspace("autograd" if engine else threading.get_ident(), device, stream_id)
+        node = torch._C._current_autograd_node()
+        backward = self._in_backward(node)
+        if func.overloadpacket in _CUBLAS_OPS:  # the engine's thread has its own cuBLAS handle
+            self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
@@ -206,14 +206,14 @@ class KernelRecorder:
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
 
-    def _in_backward(self) -> bool:
+    def _in_backward(self, node: Any) -> bool:
         """Whether the autograd engine itself issues the op being recorded (models/host.py: no Python
         around it); the host pays once for each node the engine runs. Inside a node with grad mode on,
         Python is recomputing a forward (activation checkpointing) or recording a graph
         (`create_graph`): those ops count as issued from Python. The last node is held so that `is`
         tells nodes apart: its Python wrapper lives as long as someone holds it (the last node of a
-        backward is a leaf's AccumulateGrad, which holds nothing the parameter does not)."""
-        node = torch._C._current_autograd_node()
+        backward is a leaf's AccumulateGrad, which holds nothing the parameter does not). `node`: the
+        autograd node running now (`torch._C._current_autograd_node()`), None outside the backward."""
         if node is None:
             return False
         if node is not getattr(self._local, "node", None):
