@@ -2,7 +2,8 @@
 
     python benchmarks/compute_model_error.py [--folds 5]
 
-Every distinct measured op signature (data/h200) is assigned to one of K folds by a hash of its
+Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
+in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its
 signature. For each fold the analytic model is refitted on the other folds
 (benchmarks/h200/fit_compute_model.py) and predicts the held-out ops; the kernel time it predicts
 (without the inter-kernel gap) is compared with the measured one. Prints, per kernel class and
@@ -26,7 +27,7 @@ sys.path.insert(0, str(HERE / "h200"))
 import gzip  # noqa: E402
 import json  # noqa: E402
 
-from dataset import DATA, load_observations, raw_files  # noqa: E402
+from dataset import DATA, in_step_observations, load_observations, raw_files  # noqa: E402
 from fit_compute_model import build_database, fit_calibration, model_for  # noqa: E402
 
 from phantora.models.compute import (  # noqa: E402
@@ -43,7 +44,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
-    obs = [o for o in load_observations() if o.kernel_ns > 0 and classify(o.op.name) is not None]
+    raw = load_observations()
+    obs = [o for o in raw + in_step_observations(raw)[0] if o.kernel_ns > 0 and classify(o.op.name) is not None]
     gap = None
     preds: dict[int, float] = {}
     for f in range(args.folds):
@@ -59,7 +61,7 @@ def main() -> None:
         cls = classify(o.op.name)
         if cls == "copy" and model_kind(o.op) in ("h2d", "d2h"):
             cls = "transfer"
-        setting = "in-step" if o.origin == "llama_step" else "micro"
+        setting = {"llama_step": "in-step", "micro_in_step": "bench"}.get(o.origin, "micro")
         rows[(cls, setting)].append((preds[i], o.kernel_ns))
         rows[(cls, "all")].append((preds[i], o.kernel_ns))
     print(f"Held-out ({args.folds}-fold by signature) error of the analytic model vs. H200 kernel times")
@@ -80,7 +82,8 @@ def main() -> None:
             continue
         step_report(path, "database (all data)", full, None)
         step_report(path, "analytic, held-out folds", full, pred_by_sig)
-    # a workload none of whose measurements were used: fit database + calibration without it
+    # a workload none of whose measurements were used: fit database + calibration without it (raw
+    # measurements only: the benchmark's converted ops include this workload's)
     for held in ("l1b",):
         files = raw_files(exclude=(held,))
         rest = load_observations(files)

@@ -39,6 +39,8 @@ _steps: list[list[list]] = []
 _gc_steps: list[dict] = []
 _note_steps: list[dict] = []
 _sched_steps: list[dict] = []
+_wall_starts: list[float] = []
+"""time.time() at each recorded step's start: lines the steps up with samples taken outside the process."""
 _SCHED = os.environ.get("PHANTORA_BENCH_SCHED") == "1"
 _SCHED_KEYS = ("se.sum_exec_runtime", "se.statistics.wait_sum", "se.statistics.wait_count", "nr_switches",
                "nr_voluntary_switches", "nr_involuntary_switches", "se.nr_migrations")
@@ -152,6 +154,7 @@ def step_begin(step: int | None = None, first_recorded: int = 3) -> None:
     if not _state["active"]:
         return
     _state["step"] = []
+    _wall_starts.append(time.time())
     _state["gc_us"], _state["gc_runs"] = 0.0, [0, 0, 0]
     _state["notes"] = {}
     _state["sched"] = _sched_counters() if _SCHED else None
@@ -183,4 +186,5 @@ def step_end() -> None:
 def dump(out_dir: str, rank: int) -> None:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump({"steps": _steps, "gc": _gc_steps, "notes": _note_steps, "sched": _sched_steps}, f)
+        json.dump({"steps": _steps, "gc": _gc_steps, "notes": _note_steps, "sched": _sched_steps,
+                   "wall_start_s": _wall_starts}, f)

@@ -340,3 +340,37 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
     # FLOPs and softmax together never beat the dense peak (d=256 with these constants would)
     d256 = m.estimate(_cudnn(1, 16, 4096, 256))
     assert d256.duration_ns == round(tile_flops / 989.4e12 * 1e9)
+
+
+def _dataset_module():
+    import importlib.util
+    import sys
+    spec = importlib.util.spec_from_file_location("h200_dataset", ROOT / "benchmarks/h200/dataset.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
+    """Every signature the 23 configurations run (data/h200/coverage/ops) is measured for the H200."""
+    from phantora.profiler.oplog import read_ops
+    db = KernelDatabase.packaged("h200")
+    sigs = {sig for path in (ROOT / "data/h200/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
+    assert len(sigs) > 4000
+    assert sorted(sigs - set(db.entries))[:3] == []
+
+
+def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
+    """Note [Microbenchmark to step]: step / sqrt(cold * warm), median per (group, size class) with five
+    pairs or more, and per size class over all groups."""
+    ds = _dataset_module()
+    step, cold, warm = {}, {}, {}
+    for i, ratio in enumerate((0.8, 0.9, 1.0, 1.1, 1.2)):  # five GEMMs of 2 ms measured 1 ms cold, 4 warm
+        step[f"g{i}"] = ("aten.mm.default", 2e6 * ratio)
+        cold[f"g{i}"], warm[f"g{i}"] = 1e6, 4e6
+    step["e"], cold["e"], warm["e"] = ("aten.add.Tensor", 5e3), 8e3, 2e3  # one 4 µs add: too few for its group
+    step["x"] = ("aten.mul.Tensor", 1e3)  # measured in steps only: no pair
+    factors = ds.in_step_factors(step, cold, warm)
+    assert factors == {("gemm", 3): pytest.approx(1.0), ("all", 3): pytest.approx(1.0)}
+    assert ds.size_class(19_999) == 0 and ds.size_class(20_000) == 1 and ds.size_class(1e6) == 3

@@ -213,7 +213,8 @@ class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
         self.config = config
         self.world_size = config.world_size
-        network = NetworkSimulator(Topology(config.cluster), busy_slowdown=config.sharing.nccl_slowdown)
+        network = NetworkSimulator(Topology(config.cluster), busy_slowdown=config.sharing.nccl_slowdown,
+                                   busy_slowdown_by_op=config.sharing.nccl_factors())
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
                                        sharing=config.sharing)
         self.server = CoordinatorServer(self.coordinator, self.world_size)

@@ -339,9 +339,10 @@ class Coordinator:
         self._bound_dirty = False
         self.sharing = sharing
         self._shared = sharing != NO_SHARING
-        if self._shared and getattr(network, "busy_slowdown", None) != sharing.nccl_slowdown:
+        if self._shared and (getattr(network, "busy_slowdown", None) != sharing.nccl_slowdown
+                             or getattr(network, "busy_slowdown_by_op", {}) != sharing.nccl_factors()):
             raise ValueError(f"the network's busy_slowdown must be the sharing model's nccl_slowdown "
-                             f"({sharing.nccl_slowdown})")
+                             f"({sharing.nccl_slowdown}, by operation {sharing.nccl_factors()})")
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
@@ -399,11 +400,9 @@ class Coordinator:
             self._pump(s, due=True)
 
     def _kernel_factor(self, rank: int, start_ns: int) -> float:
-        """Note [Compute beside NCCL]: the compute slowdown if an NCCL operation of `rank` is in flight."""
-        for rv in self._in_network.values():
-            if rv.start_ns < start_ns and rank in rv.key[1]:
-                return self.sharing.compute_slowdown
-        return 1.0
+        """Note [Compute beside NCCL]: the largest compute slowdown of the NCCL operations of `rank` in flight."""
+        return max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
+                    if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
 
     # --- receiving --------------------------------------------------------------------------------
     def _accept(self, rk: _Rank, record: Record) -> None:

@@ -285,11 +285,12 @@ class DbEntry:
     count: int
     """How many measurements the median is over."""
     origin: str
-    """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot"."""
+    """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot", or
+    "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/h200/dataset.py)."""
     op: str = ""
 
 
-ORIGIN_PRIORITY = {"llama_step": 3, "run": 3, "micro_hot": 2, "micro_cold": 1}
+ORIGIN_PRIORITY = {"llama_step": 4, "run": 4, "micro_in_step": 3, "micro_hot": 2, "micro_cold": 1}
 
 
 class KernelDatabase:
@@ -297,7 +298,8 @@ class KernelDatabase:
 
     File format (JSON lines): a header `{"format": "phantora-kernels", "version": 1, "gpu": ...}`,
     then one object per signature: `{"sig", "op", "kernel_ns", "n_kernels", "count", "origin"}`. Files merge (`merge`): for a signature in both, the entry measured in the more
-    realistic setting wins (in a training step > hot microbenchmark > cold), then the larger count.
+    realistic setting wins (in a training step > microbenchmarks converted to it > hot microbenchmark >
+    cold), then the larger count.
     """
 
     def __init__(self, gpu: str, entries: dict[str, DbEntry] | None = None, meta: dict | None = None):

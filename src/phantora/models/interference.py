@@ -34,6 +34,9 @@ class GpuSharing:
     """Duration factor of a compute kernel that starts while an NCCL operation of its GPU is in flight."""
     nccl_slowdown: float = 2.0
     """Rate divisor of an NCCL operation's data phase while any of its member GPUs runs compute."""
+    by_op: tuple[tuple[str, float, float], ...] = ()
+    """(operation, compute_slowdown, nccl_slowdown) for the network operations ("all_reduce", ...) whose
+    factors differ from the two above."""
     kernel_gap_ns: int = 0
     """Extra time between two back-to-back compute kernels of a busy GPU in a training step, beyond
     what each kernel's estimated duration already holds (the compute model adds the *minimum* gap,
@@ -41,14 +44,27 @@ class GpuSharing:
     launched onto an idle GPU."""
 
     def __post_init__(self) -> None:
-        if not (self.compute_slowdown >= 1.0 and self.nccl_slowdown >= 1.0):
+        factors = [self.compute_slowdown, self.nccl_slowdown] + [f for _, c, n in self.by_op for f in (c, n)]
+        if not all(f >= 1.0 for f in factors):
             raise ValueError(f"slowdown factors must be >= 1, got {self}")
         if self.kernel_gap_ns < 0:
             raise ValueError(f"kernel_gap_ns must be >= 0, got {self.kernel_gap_ns}")
 
+    def compute_factor(self, op: str) -> float:
+        """Duration factor of a compute kernel that starts while network operation `op` of its GPU is in flight."""
+        return next((c for name, c, _ in self.by_op if name == op), self.compute_slowdown)
 
-H200_SHARING = GpuSharing(kernel_gap_ns=1500)
+    def nccl_factors(self) -> dict[str, float]:
+        """The operations whose `nccl_slowdown` differs from the default, with theirs."""
+        return {name: n for name, _, n in self.by_op}
+
+
+H200_SHARING = GpuSharing(kernel_gap_ns=1500, by_op=(("all_reduce", 1.23, 1.42),))
 """Fitted on H200 training steps (2026-11-21/22); used for every GPU until others are measured. The
+default pair is FSDP2's all-gathers and reduce-scatters; DDP's all-reduces slow compute and are slowed
+less: with 1.45 / 2.0 the 4-GPU DDP step's compute was 235.2 ms and its all-reduces 53.7 ms against
+226.9 and 39.8 real (rank 0's profile, data/h200/step_profiles/llama_l1b_ddp4), with 1.2 / 1.35
+225.6 and 38.2; 1.23 / 1.42 interpolates to the real pair. The
 kernel gap is fitted on the unprofiled layer timeline of the 1.5B Llama on one GPU (backward per
 layer 6.15 ms real, 6.01 ms simulated without it, 97 kernels; data/h200/timeline/); the profiles
 put part of it in larger gaps than the compute model's minimum and part in kernels that run slower

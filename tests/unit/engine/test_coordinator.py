@@ -520,6 +520,19 @@ def test_kernels_that_start_while_nccl_is_in_flight_are_slowed():
     assert net.compute == [(0, 0, 100), (0, 500, 650), (0, 2000, 2100)]
 
 
+def test_a_kernel_beside_an_operation_with_its_own_factor_is_slowed_by_that_factor():
+    class Network(BusyRecordingNetwork):
+        busy_slowdown_by_op = {"all_reduce": 2.0}
+
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0, by_op=(("all_reduce", 1.2, 2.0),))
+    c = Coordinator(2, Network(), sharing=sharing)
+    c.submit(1, [AR(1, 0, (0, 1), 0, 1000), RankFinished(0)])
+    c.submit(0, [AR(1, 0, (0, 1), 0, 1000), K(0, 500, 100, "during"), SYNC(1, 2000)])
+    assert times(c.spans(0, 0)) == [("during", 500, 620)]
+    with pytest.raises(ValueError, match="busy_slowdown"):  # the network must slow all_reduce alike
+        Coordinator(2, BusyRecordingNetwork(), sharing=sharing)
+
+
 def test_kernels_of_one_gpu_run_one_at_a_time_and_a_waiting_side_stream_kernel_goes_first():
     """Note [One kernel at a time]: the side stream's kernel, ready at 50 while the main stream's first
     kernel runs, takes the GPU at 100, before the main stream's next kernel (launched earlier, ready only at 100)."""

@@ -228,6 +228,22 @@ def test_compute_on_other_gpus_and_extensions_of_a_busy_period():
     assert ends(net.run_until_idle()) == {"a": 5 * MS // 4}
 
 
+def test_an_operation_with_its_own_factor_is_slowed_by_it_and_the_others_by_the_default():
+    # send_recv at 4x: 0.5 ms beside compute moves 12.5 MB, the other 87.5 MB take 0.875 ms.
+    from netcases import cluster
+    topo = Topology(cluster(gpus_per_node=4))
+    net = NetworkSimulator(topo, busy_slowdown=2.0, busy_slowdown_by_op={"send_recv": 4.0})
+    net.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
+    net.mark_compute(1, 0, MS // 2)
+    assert ends(net.run_until_idle()) == {"a": 11 * MS // 8}
+    only_others = NetworkSimulator(topo, busy_slowdown=2.0, busy_slowdown_by_op={"all_gather": 4.0})
+    only_others.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
+    only_others.mark_compute(1, 0, MS // 2)
+    assert ends(only_others.run_until_idle()) == {"a": 5 * MS // 4}
+    with pytest.raises(ValueError):
+        NetworkSimulator(topo, busy_slowdown_by_op={"all_reduce": 0.5})
+
+
 def test_compute_must_be_reported_at_the_safe_time():
     net = busy_simulator(2.0)
     net.advance_to(MS)

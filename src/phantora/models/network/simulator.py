@@ -62,6 +62,7 @@ global recomputation); each flow's remaining bytes are brought up to date lazily
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
@@ -149,11 +150,15 @@ class _Flow:
 class NetworkSimulator:
     """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
 
-    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, busy_slowdown: float = 1.0) -> None:
-        if busy_slowdown < 1.0:
-            raise ValueError(f"busy_slowdown must be >= 1, got {busy_slowdown}")
+    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, busy_slowdown: float = 1.0,
+                 busy_slowdown_by_op: Mapping[str, float] | None = None) -> None:
+        by_op = dict(busy_slowdown_by_op or {})
+        if min([busy_slowdown, *by_op.values()]) < 1.0:
+            raise ValueError(f"busy_slowdown must be >= 1, got {busy_slowdown} and {by_op}")
         self.topology = topology
         self.busy_slowdown = busy_slowdown
+        self.busy_slowdown_by_op = by_op
+        """Operations ("all_gather", ...) whose slowdown beside compute differs from `busy_slowdown`."""
         self._busy_until: dict[int, int] = {}
         """GPUs running compute, and until when (Note [Compute beside NCCL])."""
         self.nccl = nccl if nccl is not None else NcclModel(topology)
@@ -216,7 +221,7 @@ class NetworkSimulator:
         self._busy_until[gpu] = end_ns
         if until is None:  # the GPU was idle
             self._push_idle_timer(gpu, end_ns)
-            if self.busy_slowdown != 1.0:
+            if self._slows_beside_compute():
                 self._reallocate_gpu(start_ns, gpu)
 
     def _push_idle_timer(self, gpu: int, t: int) -> None:
@@ -354,11 +359,15 @@ class NetworkSimulator:
         if flows:
             self._reallocate(t, np.unique(np.concatenate([f.shape.link_ids for f in flows])))
 
+    def _slows_beside_compute(self) -> bool:
+        return self.busy_slowdown != 1.0 or any(v != 1.0 for v in self.busy_slowdown_by_op.values())
+
     def _busy_factor(self, f: _Flow, t: int) -> float:
-        """1 / busy_slowdown while a member GPU of the flow's operation runs compute, else 1."""
+        """1 / the operation's slowdown while a member GPU of the flow's operation runs compute, else 1."""
         busy = self._busy_until
-        if busy and any(busy.get(g, 0) > t for g in f.request.req.group):
-            return 1.0 / self.busy_slowdown
+        req = f.request.req
+        if busy and any(busy.get(g, 0) > t for g in req.group):
+            return 1.0 / self.busy_slowdown_by_op.get(req.op, self.busy_slowdown)
         return 1.0
 
     def _affected_flows(self, seed_links: np.ndarray) -> list[_Flow]:
@@ -386,7 +395,7 @@ class NetworkSimulator:
                 f.updated_ns = t
         caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=len(flows))
         rates = max_min_rates(self._capacities, [f.shape for f in flows], caps)
-        slowed = self.busy_slowdown != 1.0
+        slowed = self._slows_beside_compute()
         for f, rate in zip(flows, rates.tolist()):
             if slowed:
                 rate *= self._busy_factor(f, t)
@@ -400,6 +409,7 @@ class NetworkSimulator:
         other.topology = self.topology
         other.nccl = self.nccl
         other.busy_slowdown = self.busy_slowdown
+        other.busy_slowdown_by_op = self.busy_slowdown_by_op
         other._busy_until = dict(self._busy_until)
         other._capacities = self._capacities
         other._now_ns = self._now_ns
