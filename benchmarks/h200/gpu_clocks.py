@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from typing import IO
 
 QUERY = "timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
 
 
-def start_sampler(path: str, period_ms: int = 20) -> subprocess.Popen:
+def start_sampler(path: str, period_ms: int = 20) -> tuple[subprocess.Popen, IO[str]]:
+    """nvidia-smi writing to `path` until terminated, and the file it writes (the caller closes it)."""
     query = QUERY
     probe = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True)
     if probe.returncode != 0:  # drivers before 535 call it clocks_throttle_reasons
@@ -34,16 +37,17 @@ def start_sampler(path: str, period_ms: int = 20) -> subprocess.Popen:
     out.write(query + "\n")
     out.flush()
     return subprocess.Popen(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", f"-lms={period_ms}"],
-                            stdout=out, stderr=subprocess.DEVNULL)
+                            stdout=out, stderr=subprocess.DEVNULL), out
 
 
 def sample(args: argparse.Namespace) -> int:
-    sampler = start_sampler(args.out)
+    sampler, out = start_sampler(args.out)
     try:
         return subprocess.call(args.command)
     finally:
         sampler.terminate()
         sampler.wait()
+        out.close()
 
 
 def gemm(args: argparse.Namespace) -> int:
@@ -61,7 +65,7 @@ def gemm(args: argparse.Namespace) -> int:
         for _ in range(5):
             run()
     torch.cuda.synchronize()
-    clocks: list[tuple[float, float]] = []
+    clocks: list[tuple[float, str]] = []  # (time.time(), "SM MHz, power W")
     stop = threading.Event()
 
     def poll() -> None:
@@ -113,6 +117,8 @@ def main() -> int:
     g = sub.add_parser("gemm")
     g.add_argument("--out", required=True)
     args = p.parse_args()
+    if shutil.which("nvidia-smi") is None:
+        raise SystemExit("gpu_clocks.py: nvidia-smi not found (run it on the GPU machine)")
     if args.mode == "sample":
         if args.command[:1] == ["--"]:
             args.command = args.command[1:]

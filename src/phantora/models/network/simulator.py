@@ -159,6 +159,7 @@ class NetworkSimulator:
         self.busy_slowdown = busy_slowdown
         self.busy_slowdown_by_op = by_op
         """Operations ("all_gather", ...) whose slowdown beside compute differs from `busy_slowdown`."""
+        self._slows_beside_compute = busy_slowdown != 1.0 or any(v != 1.0 for v in by_op.values())
         self._busy_until: dict[int, int] = {}
         """GPUs running compute, and until when (Note [Compute beside NCCL])."""
         self.nccl = nccl if nccl is not None else NcclModel(topology)
@@ -221,7 +222,7 @@ class NetworkSimulator:
         self._busy_until[gpu] = end_ns
         if until is None:  # the GPU was idle
             self._push_idle_timer(gpu, end_ns)
-            if self._slows_beside_compute():
+            if self._slows_beside_compute:
                 self._reallocate_gpu(start_ns, gpu)
 
     def _push_idle_timer(self, gpu: int, t: int) -> None:
@@ -359,9 +360,6 @@ class NetworkSimulator:
         if flows:
             self._reallocate(t, np.unique(np.concatenate([f.shape.link_ids for f in flows])))
 
-    def _slows_beside_compute(self) -> bool:
-        return self.busy_slowdown != 1.0 or any(v != 1.0 for v in self.busy_slowdown_by_op.values())
-
     def _busy_factor(self, f: _Flow, t: int) -> float:
         """1 / the operation's slowdown while a member GPU of the flow's operation runs compute, else 1."""
         busy = self._busy_until
@@ -395,7 +393,7 @@ class NetworkSimulator:
                 f.updated_ns = t
         caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=len(flows))
         rates = max_min_rates(self._capacities, [f.shape for f in flows], caps)
-        slowed = self._slows_beside_compute()
+        slowed = self._slows_beside_compute
         for f, rate in zip(flows, rates.tolist()):
             if slowed:
                 rate *= self._busy_factor(f, t)
@@ -410,6 +408,7 @@ class NetworkSimulator:
         other.nccl = self.nccl
         other.busy_slowdown = self.busy_slowdown
         other.busy_slowdown_by_op = self.busy_slowdown_by_op
+        other._slows_beside_compute = self._slows_beside_compute
         other._busy_until = dict(self._busy_until)
         other._capacities = self._capacities
         other._now_ns = self._now_ns
