@@ -45,6 +45,7 @@ from phantora.cli.output import OutputConfig, OutputPump
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
 from phantora.models.interference import H200_SHARING, GpuSharing
+from phantora.models.power import power_cap_for
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
@@ -123,6 +124,9 @@ class LaunchConfig:
     """The coordinator's launch latency; 0 because the host model already charges launches."""
     sharing: GpuSharing = H200_SHARING
     """How compute and NCCL kernels slow each other on one GPU (models/interference.py)."""
+    power_cap: bool = True
+    """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU has a power
+    model (models/power.py)."""
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:
@@ -215,8 +219,9 @@ class _Launcher:
         self.world_size = config.world_size
         network = NetworkSimulator(Topology(config.cluster), busy_slowdown=config.sharing.nccl_slowdown,
                                    busy_slowdown_by_op=config.sharing.nccl_factors())
+        power = power_cap_for(config.rank_config.gpu) if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
-                                       sharing=config.sharing)
+                                       sharing=config.sharing, power=power)
         self.server = CoordinatorServer(self.coordinator, self.world_size)
         role = config.torchrun.role if config.torchrun else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)

@@ -64,6 +64,8 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
                    help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
     p.add_argument("--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
     p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
+    p.add_argument("--no-power-cap", action="store_true",
+                   help="never slow GEMMs and attention for the GPU's power limit (docs/compute-model.md, Power cap)")
     p.add_argument("--host-time", choices=HOST_TIME_MODES, default="model",
                    help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
                         "deterministic (default); measured = the CPU time the script's own code takes on this "
@@ -197,7 +199,8 @@ def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
     rank_config = _rank_config(args, cluster.gpu, args.devices)
     program = program_from_args(args.program)
     return _launch_config(program=program, rank_config=rank_config, cluster=cluster,
-                          output=OutputConfig(prefix_template=None), progress=_progress(args))
+                          output=OutputConfig(prefix_template=None), progress=_progress(args),
+                          power_cap=not args.no_power_cap)
 
 
 def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
@@ -225,7 +228,8 @@ def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, l
     config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, devices),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, torchrun=plan.torchrun,
                             output=plan.output, shutdown_grace_s=plan.shutdown_grace_s,
-                            monitor_interval_s=plan.monitor_interval_s, progress=_progress(args))
+                            monitor_interval_s=plan.monitor_interval_s, progress=_progress(args),
+                            power_cap=not args.no_power_cap)
     return config, plan.notes
 
 

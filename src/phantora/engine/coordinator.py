@@ -75,6 +75,14 @@ becomes final once its kernels are placed, as before; and a rank's clock is neve
 network's time (replies are released, and the rank counts in the bound, at its kernels' end).
 Without a sharing model kernels are placed at once, as in Note [Placing work on streams].
 
+Note: [Power cap]
+With a `PowerCap` (models/power.py), each GPU keeps the average power its kernels demand, and a
+GEMM or attention kernel that starts while that average exceeds the board's limit runs longer by
+the factor that brings it back. The average is updated kernel by kernel in start order, so it needs
+the sharing model's placement (kernels placed only once the network has reached their start, in GPU
+order); without one the coordinator refuses a power cap. The stretch multiplies the interference
+factor: a GEMM beside an all-gather is slowed by both.
+
 Note: [One kernel at a time]
 With a sharing model, the kernels of one GPU also run one at a time, whatever their streams: a
 training kernel fills every SM, so a kernel on a side stream (FSDP2's all-gather copy-in) gets the
@@ -119,6 +127,7 @@ from dataclasses import dataclass
 
 from phantora.engine.intervals import union_length
 from phantora.models.interference import NO_SHARING, GpuSharing
+from phantora.models.power import CLOCKED_CLASSES, GpuPower, PowerCap
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
@@ -317,7 +326,7 @@ class Coordinator:
     """Owns every rank's GPU timeline and the network; answers sync requests. See the module Notes."""
 
     def __init__(self, world_size: int, network: NetworkSimulator, *, launch_latency_ns: int = 0,
-                 sharing: GpuSharing = NO_SHARING) -> None:
+                 sharing: GpuSharing = NO_SHARING, power: PowerCap | None = None) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")
         if launch_latency_ns < 0:
@@ -343,6 +352,9 @@ class Coordinator:
                              or getattr(network, "busy_slowdown_by_op", {}) != sharing.nccl_factors()):
             raise ValueError(f"the network's busy_slowdown must be the sharing model's nccl_slowdown "
                              f"({sharing.nccl_slowdown}, by operation {sharing.nccl_factors()})")
+        if power is not None and not self._shared:
+            raise ValueError("a power cap needs a sharing model: kernels must be placed in time order (Note [Power cap])")
+        self._power = [GpuPower(power) for _ in range(world_size)] if power is not None else None
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
@@ -403,6 +415,18 @@ class Coordinator:
         """Note [Compute beside NCCL]: the largest compute slowdown of the NCCL operations of `rank` in flight."""
         return max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
                     if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
+
+    def _power_stretched(self, rank: int, item: KernelRecord, start_ns: int, duration_ns: int) -> int:
+        """Note [Power cap]: the kernel's duration under its GPU's power limit; its energy joins the GPU's average."""
+        gpu = self._power[rank]  # type: ignore[index]
+        energy = gpu.cap.energy_j(item.kernel_class, item.flops, item.bytes)
+        stretch = gpu.stretch(start_ns) if item.kernel_class in CLOCKED_CLASSES else 1.0
+        gpu.add(start_ns, item.kernel_class, energy, stretch)
+        return duration_ns if stretch == 1.0 else round(duration_ns * stretch)
+
+    def power_w(self, rank: int) -> float | None:
+        """`rank`'s GPU's demanded power averaged over the power model's window, at its last kernel (None without one)."""
+        return None if self._power is None else self._power[rank].average_w()
 
     # --- receiving --------------------------------------------------------------------------------
     def _accept(self, rk: _Rank, record: Record) -> None:
@@ -560,6 +584,8 @@ class Coordinator:
                     assert start == now, (start, now)
                     due = False
                     duration = round(duration * self._kernel_factor(rank, start))
+                    if self._power is not None:
+                        duration = self._power_stretched(rank, item, start, duration)
                     if engine:
                         rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)

@@ -20,6 +20,7 @@ from phantora.engine.coordinator import (
     ProtocolError,
 )
 from phantora.models.interference import NO_SHARING, GpuSharing
+from phantora.models.power import PowerCap
 from phantora.models.network import (
     CollectiveRequest,
     Completion,
@@ -593,3 +594,25 @@ def test_query_behind_an_unmatched_collective_is_answered_once_the_network_reach
     assert c.submit(1, [HostTimeRecord(10)]) == []
     # once rank 1 is past 40 without having issued it, the call cannot end by 40: not done
     assert c.submit(1, [HostTimeRecord(45)]) == [(0, SyncReply(1, 40, -1))]
+
+
+# --- power cap (Note [Power cap]) -----------------------------------------------------------------
+def test_gemms_slow_down_once_their_power_exceeds_the_cap_and_other_kernels_keep_their_time():
+    """A GEMM of 1 ms demanding 600 W over a 200 W idle (cap 500 W) runs back to back: once the one-second
+    average passes the 300 W left, GEMMs run longer; an elementwise kernel after them does not."""
+    cap = PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0, window_s=0.05)
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    c = Coordinator(1, BusyRecordingNetwork(), sharing=sharing, power=cap)
+    gemm = [KernelRecord(0, 0, 1_000_000, f"g{i}", flops=0.6e12, kernel_class="gemm") for i in range(300)]
+    c.submit(0, gemm + [KernelRecord(0, 0, 1_000_000, "add", bytes=1e9, kernel_class="elementwise"), SYNC(1, 0)])
+    spans = c.spans(0, 0)
+    durations = [s.end_ns - s.start_ns for s in spans]
+    assert durations[0] == 1_000_000
+    assert durations[-2] == pytest.approx(2_000_000, rel=0.03)  # steady state: 600 W demanded / 300 W left
+    assert durations[-1] == 1_000_000
+    assert c.power_w(0) == pytest.approx(200.0 + 600.0, rel=0.05)
+
+
+def test_a_power_cap_needs_the_sharing_model():
+    with pytest.raises(ValueError, match="sharing"):
+        Coordinator(1, FixedNetwork(), power=PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0))

@@ -1,0 +1,112 @@
+"""Fit the H200 power model (src/phantora/models/power.py) from call 21's NVML samples.
+
+    python benchmarks/h200/fit_power_model.py [--step NAME=TRACE.json ...]
+
+From `data/h200/call21/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
+- `idle_w`: the power between runs (clocks up, nothing running);
+- `pj_per_byte`: a bf16 add of two 256 MiB tensors, continuously: power over idle / bytes per second;
+- `pj_per_tensor_flop`: 8192^3 bf16 GEMMs, continuously, throttled: power over idle times the GEMM's
+  time is its energy; less its bytes' energy, per FLOP.
+
+Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration measured in call 21), the
+power its last simulated step demands (kernel energies over the step time) against the average power
+NVML measured over the real steps (`timeline/NAME` gives their wall-clock span). The database's kernel
+times come from the 3B one-GPU step, so its gap is the GPU's baseline under load beyond `idle_w`
+(temperature, clock tree); that baseline is `PowerCap.idle_w`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))
+
+from phantora.models.power import H200_POWER, PowerCap  # noqa: E402
+
+DATA = REPO / "data/h200/call21"
+GEMM_FLOPS = 2 * 8192**3
+GEMM_BYTES = 3 * 8192 * 8192 * 2
+ADD_BYTES = 3 * 128 * 2**20 * 2
+
+
+def samples(path: Path, gpu: int = 0) -> list[tuple[float, float]]:
+    """(time, instantaneous power W) of one GPU's NVML samples."""
+    with gzip.open(path, "rt") as f:
+        return [(float(r["t_s"]), float(r["power_w"])) for r in csv.DictReader(f) if int(r["gpu"]) == gpu]
+
+
+def median_power(power: list[tuple[float, float]], t0: float, t1: float) -> float:
+    return statistics.median(p for t, p in power if t0 <= t < t1)
+
+
+def fit_duty() -> dict[str, float]:
+    runs = {r["name"]: r for r in json.loads((DATA / "duty.json").read_text())["runs"]}
+    power = samples(DATA / "nvml_duty.csv.gz")
+    idle = statistics.median(median_power(power, r["wall_start_s"] - 0.6, r["wall_start_s"] - 0.1) for r in runs.values())
+    add = runs["add continuous"]
+    add_ms = statistics.median(ms for _, k, ms in add["kernels"])
+    add_w = median_power(power, add["wall_start_s"] + 0.2, add["wall_end_s"])
+    pj_per_byte = (add_w - idle) / (ADD_BYTES / (add_ms * 1e-3)) * 1e12
+    gemm = runs["gemm continuous"]
+    gemm_ms = statistics.median(ms for t, _, ms in gemm["kernels"] if t - gemm["wall_start_s"] > 0.2)
+    gemm_w = median_power(power, gemm["wall_start_s"] + 0.2, gemm["wall_end_s"])
+    energy_j = (gemm_w - idle) * gemm_ms * 1e-3
+    pj_per_flop = (energy_j - GEMM_BYTES * pj_per_byte * 1e-12) / GEMM_FLOPS * 1e12
+    print(f"idle {idle:.0f} W; add {add_ms:.3f} ms at {add_w:.0f} W -> {pj_per_byte:.0f} pJ/byte; "
+          f"GEMM 8192^3 {gemm_ms:.3f} ms at {gemm_w:.0f} W -> {energy_j:.3f} J, {pj_per_flop:.3f} pJ/FLOP")
+    return {"idle_w": idle, "pj_per_byte": pj_per_byte, "pj_per_tensor_flop": pj_per_flop}
+
+
+def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[float, float]:
+    """(energy J, seconds) of the last whole step of `rank` in a Phantora trace (between its last two
+    device synchronizations that waited, as benchmarks/compare_step.py takes it)."""
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    waits = sorted(e["ts"] + e["dur"] for e in events
+                   if e.get("pid") == rank and e.get("name") == "cudaDeviceSynchronize" and e.get("dur", 0) > 0)
+    lo, hi = waits[-2], waits[-1]
+    energy = sum(cap.energy_j(e.get("cat", ""), e["args"].get("flops") or 0.0, e["args"].get("bytes") or 0.0)
+                 for e in events if e.get("pid") == rank and e.get("ph") == "X" and lo <= e["ts"] < hi
+                 and "bytes" in e.get("args", {}))
+    return energy, (hi - lo) * 1e-6
+
+
+def measured_step_power(name: str, gpu: int = 0) -> float:
+    """Mean NVML power of GPU `gpu` over the real steps after the third (call 21's layer timeline)."""
+    starts = json.loads((DATA / "timeline" / name / f"rank{gpu}.json").read_text())["wall_start_s"]
+    power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
+    return statistics.fmean(p for t, p in power if starts[3] <= t < starts[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--step", action="append", default=[], metavar="NAME=TRACE",
+                   help="a Phantora trace.json of call 21's configuration NAME (llama_l3b_1gpu first)")
+    args = p.parse_args()
+    fit = fit_duty()
+    cap = PowerCap(cap_w=H200_POWER.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
+                   pj_per_byte=fit["pj_per_byte"])
+    baseline = None
+    for item in args.step:
+        name, trace = item.split("=", 1)
+        energy, seconds = simulated_step_energy(Path(trace), cap)
+        demanded = cap.idle_w + energy / seconds
+        measured = measured_step_power(name)
+        baseline = baseline if baseline is not None else cap.idle_w + measured - demanded
+        print(f"{name}: simulated step {seconds * 1e3:.1f} ms, {energy:.1f} J -> {demanded:.0f} W at idle "
+              f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured {measured:.0f} W")
+    if baseline is not None:
+        print(f"baseline under load (idle_w): {baseline:.0f} W")
+    print(f"shipped: {H200_POWER}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""Power cap: how a GPU's board power limit stretches its tensor-core work.
+
+An H200 SXM may draw 700 W on average. A training step of a large model asks for more: its GEMMs
+alone would draw 850 W at the full 1980 MHz clock. The driver then lowers the SM clock ("SW power
+cap") until the average power, taken over about a second, is back at the limit. Memory-bound
+kernels keep their speed (their time is the memory's); GEMMs and attention slow down. Energy per
+operation hardly changes with the clock (an 8192^3 bf16 GEMM: 1.03 J at 1980 MHz in 1.39 ms,
+1.01 J at ~1500 MHz in 1.64 ms), so the model works in energy:
+
+- a kernel's energy is `pj_per_tensor_flop` x its tensor-core FLOPs (GEMM, attention) plus
+  `pj_per_byte` x the device-memory bytes it moves;
+- its *demanded* power is that energy over the duration the compute model gives it, which is
+  the duration measured inside real training steps that ran at or just below the limit;
+- each GPU keeps an exponential average (time constant `window_s`) of the demanded power of the
+  clocked kernels (GEMM, attention) and of the others;
+- while `idle_w` plus the average exceeds `cap_w`, clocked kernels run `stretch` times longer: by
+  just enough that the clocked ones' power fits in what the unclocked ones leave.
+
+The average holds demanded power, not the throttled power the GPU really draws, so the stretch is a
+function of the workload and not a feedback loop: a stretched kernel adds its energy times its
+stretch. NCCL kernels add nothing (their power was not measured apart).
+
+Measured on 4x H200 (`data/h200/call21/`, NVML every 2 ms, `benchmarks/h200/fit_power_model.py`):
+the constants below come from one GPU running GEMMs, adds and mixes of them; the training steps check
+them. The 1.5B and 3B Llama steps that the kernel database was measured in average 634-697 W at an
+SM clock of 1770-1870 MHz; the 8B FSDP2 step 682-689 W at 1560-1665 MHz, its backward slowing
+layer after layer. The real controller cuts late in each second rather than evenly (the 8B's
+last backward layers run at ~1400 MHz, its forward at ~1740); the model spreads the cut.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+CLOCKED_CLASSES = frozenset({"gemm", "attention"})
+"""Kernel classes whose duration follows the SM clock (tensor-core bound)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PowerCap:
+    """A GPU's board power limit and the energy its work costs."""
+
+    cap_w: float
+    """Board power limit (nvidia-smi "Current Power Limit")."""
+    idle_w: float
+    """Power of a GPU whose clocks are up but which runs nothing."""
+    pj_per_tensor_flop: float
+    """Energy per tensor-core FLOP (GEMM, attention)."""
+    pj_per_byte: float
+    """Energy per byte a kernel reads or writes in device memory."""
+    window_s: float = 1.0
+    """Time constant of the average the limit applies to."""
+    max_stretch: float = 2.0
+    """Slowest a clocked kernel gets (the clock's floor relative to the one the database was measured at)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.idle_w < self.cap_w:
+            raise ValueError(f"need 0 < idle_w < cap_w, got {self.idle_w} and {self.cap_w}")
+        if self.pj_per_tensor_flop < 0 or self.pj_per_byte < 0 or self.window_s <= 0 or self.max_stretch < 1:
+            raise ValueError(f"invalid power model {self}")
+
+    def energy_j(self, kernel_class: str, flops: float, nbytes: float) -> float:
+        """Energy of one kernel."""
+        tensor = flops if kernel_class in CLOCKED_CLASSES else 0.0
+        return (tensor * self.pj_per_tensor_flop + nbytes * self.pj_per_byte) * 1e-12
+
+
+H200_POWER = PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827, pj_per_byte=120.0)
+"""H200 SXM (700 W limit), fitted by benchmarks/h200/fit_power_model.py on data/h200/call21/. One GPU:
+idle 125 W at 1980 MHz; adding two 256 MiB bf16 tensors (4.3 TB/s) draws 641 W (120 pJ/byte); 8192^3
+bf16 GEMMs back to back take 1.636 ms at 711 W, 0.96 J each (0.827 pJ/FLOP). The baseline under load
+(`idle_w`, 184 W) is what makes the 3B one-GPU step, whose kernels the database holds, demand the
+674 W NVML measured over it; the 1.5B FSDP2 step then demands 640 W (measured 634-697 W over its
+GPUs), the 8B 708 W (measured 682-689 W: the real controller cuts deeper than the limit needs)."""
+
+
+POWER_CAPS = {"h200": H200_POWER, "h100": H200_POWER}
+"""GPUs with a power model. The H100 SXM is the same GH100 die under the same 700 W limit; the A100
+and B200 have other silicon and limits whose energies were not measured, so they run unthrottled."""
+
+
+def power_cap_for(gpu_key: str) -> PowerCap | None:
+    """The power model of GPU `gpu_key` (specs/gpus.toml), None where none was measured."""
+    return POWER_CAPS.get(gpu_key)
+
+
+class GpuPower:
+    """One GPU's running average of demanded power, and the stretch it sets for clocked kernels."""
+
+    __slots__ = ("cap", "_t_ns", "_clocked_w", "_other_w")
+
+    def __init__(self, cap: PowerCap) -> None:
+        self.cap = cap
+        self._t_ns = 0
+        self._clocked_w = 0.0
+        self._other_w = 0.0
+
+    def _decay_to(self, t_ns: int) -> None:
+        if t_ns > self._t_ns:
+            keep = math.exp(-(t_ns - self._t_ns) * 1e-9 / self.cap.window_s)
+            self._clocked_w *= keep
+            self._other_w *= keep
+            self._t_ns = t_ns
+
+    def stretch(self, t_ns: int) -> float:
+        """Duration factor of a clocked kernel that starts at `t_ns`."""
+        self._decay_to(t_ns)
+        budget = self.cap.cap_w - self.cap.idle_w - self._other_w
+        if self._clocked_w <= budget:
+            return 1.0
+        if budget <= self._clocked_w / self.cap.max_stretch:
+            return self.cap.max_stretch
+        return self._clocked_w / budget
+
+    def add(self, t_ns: int, kernel_class: str, energy_j: float, stretch: float = 1.0) -> None:
+        """A kernel started at `t_ns` (with `stretch` applied if clocked): its demanded energy enters the average."""
+        self._decay_to(t_ns)
+        if kernel_class in CLOCKED_CLASSES:
+            self._clocked_w += energy_j * stretch / self.cap.window_s
+        else:
+            self._other_w += energy_j / self.cap.window_s
+
+    def average_w(self) -> float:
+        """Demanded board power averaged over the window, idle included (for reports and tests)."""
+        return self.cap.idle_w + self._clocked_w + self._other_w
