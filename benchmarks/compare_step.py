@@ -45,8 +45,10 @@ def load_real(path: Path) -> list[tuple[str, str, int, float, float]]:
     return [(real_class(names[n]), names[n], stream, ts, ts + dur) for n, stream, ts, dur, *_ in d["kernels"]]
 
 
-def load_simulated(trace: Path, rank: int) -> list[tuple[str, str, int, float, float]]:
-    """The same for the last whole step of `rank` in a Phantora trace."""
+def last_step_kernels(trace: Path, rank: int) -> list[dict]:
+    """The GPU events (kernels, copies, NCCL operations) that `rank` launched in its last whole step of a
+    Phantora trace: between its last two device synchronizations that waited (the scripts synchronize
+    before and after every step)."""
     events = json.loads(trace.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
     waits = sorted(e["ts"] + e["dur"] for e in events
@@ -54,14 +56,16 @@ def load_simulated(trace: Path, rank: int) -> list[tuple[str, str, int, float, f
     if len(waits) < 2:
         raise SystemExit(f"{trace}: rank {rank} has fewer than two device synchronizations that waited")
     lo, hi = waits[-2], waits[-1]
+    return [e for e in events if e.get("pid") == rank and e.get("ph") == "X"
+            and e.get("cat") not in ("host_blocked", "nccl_wait") and lo < e["args"].get("launch_us", e["ts"]) <= hi]
+
+
+def load_simulated(trace: Path, rank: int) -> list[tuple[str, str, int, float, float]]:
+    """The same for the last whole step of `rank` in a Phantora trace."""
     rows = []
-    for e in events:
-        if e.get("pid") != rank or e.get("ph") != "X" or e.get("cat") in ("host_blocked", "nccl_wait"):
-            continue
-        launch = e["args"].get("launch_us", e["ts"])
-        if lo < launch <= hi:
-            name = e["name"] if e["cat"] != "nccl" else f"nccl {e['args'].get('op', e['name'])}"
-            rows.append((e["cat"], name, e["tid"], e["ts"], e["ts"] + e["dur"]))
+    for e in last_step_kernels(trace, rank):
+        name = e["name"] if e["cat"] != "nccl" else f"nccl {e['args'].get('op', e['name'])}"
+        rows.append((e["cat"], name, e["tid"], e["ts"], e["ts"] + e["dur"]))
     start = min(r[3] for r in rows)
     return [(c, n, s, a - start, b - start) for c, n, s, a, b in rows]
 

@@ -26,8 +26,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
+from compare_step import last_step_kernels  # noqa: E402
 from phantora.models.power import H200_POWER, PowerCap  # noqa: E402
 
 DATA = REPO / "data/h200/call21"
@@ -65,17 +66,10 @@ def fit_duty() -> dict[str, float]:
 
 
 def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[float, float]:
-    """(energy J, seconds) of the last whole step of `rank` in a Phantora trace (between its last two
-    device synchronizations that waited, as benchmarks/compare_step.py takes it)."""
-    events = json.loads(trace.read_text())
-    events = events["traceEvents"] if isinstance(events, dict) else events
-    waits = sorted(e["ts"] + e["dur"] for e in events
-                   if e.get("pid") == rank and e.get("name") == "cudaDeviceSynchronize" and e.get("dur", 0) > 0)
-    lo, hi = waits[-2], waits[-1]
-    energy = sum(cap.energy_j(e.get("cat", ""), e["args"].get("flops") or 0.0, e["args"].get("bytes") or 0.0)
-                 for e in events if e.get("pid") == rank and e.get("ph") == "X" and lo <= e["ts"] < hi
-                 and "bytes" in e.get("args", {}))
-    return energy, (hi - lo) * 1e-6
+    """(energy J, seconds) of the last whole step of `rank` in a Phantora trace (compare_step.py's step)."""
+    kernels = [e for e in last_step_kernels(trace, rank) if "bytes" in e["args"]]
+    energy = sum(cap.energy_j(e["cat"], e["args"].get("flops") or 0.0, e["args"]["bytes"] or 0.0) for e in kernels)
+    return energy, (max(e["ts"] + e["dur"] for e in kernels) - min(e["ts"] for e in kernels)) * 1e-6
 
 
 def measured_step_power(name: str, gpu: int = 0) -> float:

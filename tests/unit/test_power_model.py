@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from phantora.models.power import H200_POWER, GpuPower, PowerCap, power_cap_for
+from phantora.models.power import CLOCKED_CLASSES, H200_POWER, GpuPower, PowerCap, power_cap_for
 
 CAP = PowerCap(cap_w=700.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=100.0, window_s=1.0, max_stretch=2.0)
 MS = 1_000_000
@@ -12,10 +12,11 @@ MS = 1_000_000
 
 def run_back_to_back(gpu: GpuPower, kernel_class: str, energy_j: float, ms: float, seconds: float, t_ns: int = 0) -> tuple[int, float]:
     """Kernels of `ms` back to back for `seconds`, each stretched as the model says; (end time, last stretch)."""
+    clocked = kernel_class in CLOCKED_CLASSES
+    flops, nbytes = (energy_j / CAP.pj_per_tensor_flop * 1e12, 0.0) if clocked else (0.0, energy_j / CAP.pj_per_byte * 1e12)
     stretch = 1.0
     while t_ns < seconds * 1e9:
-        stretch = gpu.stretch(t_ns) if kernel_class in ("gemm", "attention") else 1.0
-        gpu.add(t_ns, kernel_class, energy_j, stretch)
+        stretch = gpu.place(t_ns, kernel_class, flops, nbytes)
         t_ns += round(ms * MS * stretch)
     return t_ns, stretch
 

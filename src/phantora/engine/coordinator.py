@@ -127,7 +127,7 @@ from dataclasses import dataclass
 
 from phantora.engine.intervals import union_length
 from phantora.models.interference import NO_SHARING, GpuSharing
-from phantora.models.power import CLOCKED_CLASSES, GpuPower, PowerCap
+from phantora.models.power import GpuPower, PowerCap
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
@@ -416,14 +416,6 @@ class Coordinator:
         return max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
                     if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
 
-    def _power_stretched(self, rank: int, item: KernelRecord, start_ns: int, duration_ns: int) -> int:
-        """Note [Power cap]: the kernel's duration under its GPU's power limit; its energy joins the GPU's average."""
-        gpu = self._power[rank]  # type: ignore[index]
-        energy = gpu.cap.energy_j(item.kernel_class, item.flops, item.bytes)
-        stretch = gpu.stretch(start_ns) if item.kernel_class in CLOCKED_CLASSES else 1.0
-        gpu.add(start_ns, item.kernel_class, energy, stretch)
-        return duration_ns if stretch == 1.0 else round(duration_ns * stretch)
-
     def power_w(self, rank: int) -> float | None:
         """`rank`'s GPU's demanded power averaged over the power model's window, at its last kernel (None without one)."""
         return None if self._power is None else self._power[rank].average_w()
@@ -584,8 +576,9 @@ class Coordinator:
                     assert start == now, (start, now)
                     due = False
                     duration = round(duration * self._kernel_factor(rank, start))
-                    if self._power is not None:
-                        duration = self._power_stretched(rank, item, start, duration)
+                    if self._power is not None:  # Note [Power cap]
+                        stretch = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes)
+                        duration = duration if stretch == 1.0 else round(duration * stretch)
                     if engine:
                         rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)

@@ -121,6 +121,12 @@ class GpuPower:
         else:
             self._other_w += energy_j / self.cap.window_s
 
+    def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float) -> float:
+        """A kernel starts at `t_ns`: its duration factor (1 unless clocked and over the cap); its energy joins the average."""
+        stretch = self.stretch(t_ns) if kernel_class in CLOCKED_CLASSES else 1.0
+        self.add(t_ns, kernel_class, self.cap.energy_j(kernel_class, flops, nbytes), stretch)
+        return stretch
+
     def average_w(self) -> float:
         """Demanded board power averaged over the window, idle included (for reports and tests)."""
         return self.cap.idle_w + self._clocked_w + self._other_w
