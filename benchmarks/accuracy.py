@@ -103,6 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="steps per run (the script's median skips 3)")
     parser.add_argument("--no-kernel-db", action="store_true", help="analytic compute model only")
+    parser.add_argument("--no-power-cap", action="store_true", help="GPUs never slowed by their power limit")
     parser.add_argument("--all", action="store_true", help="also multi-GPU configs (phantora torchrun)")
     parser.add_argument("--only", default="", help="comma-separated config names (any world size)")
     parser.add_argument("--json", type=Path, help="also write the rows here, rewritten after every config")
@@ -116,7 +117,7 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     configs = ([c for c in doc["configs"] if c["name"] in only] if only
                else [c for c in doc["configs"] if args.all or c["world"] == 1])
-    extra = ["--no-kernel-db"] if args.no_kernel_db else []
+    extra = ["--no-kernel-db"] * args.no_kernel_db + ["--no-power-cap"] * args.no_power_cap
     have_torchrun = any(c["world"] > 1 for c in configs) and torchrun_available()
     rows, failed = [], []
     for config in configs:

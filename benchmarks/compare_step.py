@@ -48,16 +48,25 @@ def load_real(path: Path) -> list[tuple[str, str, int, float, float]]:
 def last_step_kernels(trace: Path, rank: int) -> list[dict]:
     """The GPU events (kernels, copies, NCCL operations) that `rank` launched in its last whole step of a
     Phantora trace: between its last two device synchronizations that waited (the scripts synchronize
-    before and after every step)."""
+    before and after every step), or, for a program that does not (TorchTitan), between the ends of its
+    last two whole optimizer steps."""
     events = json.loads(trace.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
-    waits = sorted(e["ts"] + e["dur"] for e in events
-                   if e.get("pid") == rank and e.get("name") == "cudaDeviceSynchronize" and e.get("dur", 0) > 0)
+    mine = [e for e in events if e.get("pid") == rank and e.get("ph") == "X"]
+    waits = sorted(e["ts"] + e["dur"] for e in mine if e.get("name") == "cudaDeviceSynchronize" and e.get("dur", 0) > 0)
     if len(waits) < 2:
-        raise SystemExit(f"{trace}: rank {rank} has fewer than two device synchronizations that waited")
+        waits = optimizer_step_ends(mine)[:-1]  # the last optimizer step may be the run's end, cut short
+    if len(waits) < 2:
+        raise SystemExit(f"{trace}: rank {rank} has neither two waiting device synchronizations nor two optimizer steps")
     lo, hi = waits[-2], waits[-1]
-    return [e for e in events if e.get("pid") == rank and e.get("ph") == "X"
-            and e.get("cat") not in ("host_blocked", "nccl_wait") and lo < e["args"].get("launch_us", e["ts"]) <= hi]
+    return [e for e in mine if e.get("cat") not in ("host_blocked", "nccl_wait")
+            and lo < e["args"].get("launch_us", e["ts"]) <= hi]
+
+
+def optimizer_step_ends(events: list[dict], gap_us: float = 100e3) -> list[float]:
+    """Launch times of the last optimizer (foreach) kernel of each step: runs of them apart by more than `gap_us`."""
+    launches = sorted(e["args"].get("launch_us", e["ts"]) for e in events if e.get("cat") == "foreach")
+    return [t for t, after in zip(launches, [*launches[1:], float("inf")]) if after - t > gap_us]
 
 
 def load_simulated(trace: Path, rank: int) -> list[tuple[str, str, int, float, float]]:

@@ -43,6 +43,11 @@ def profile(step_fn, out_dir: str, rank: int) -> None:
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     os.unlink(path)
+    write(compact(events, wall_ms), out_dir, rank)
+
+
+def compact(events: list[dict], wall_ms: float) -> dict:
+    """The kernel list of one profiled step from the profiler's chrome-trace events."""
     gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e]
     launches = {e["args"]["correlation"]: e["ts"] for e in events
                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
@@ -56,6 +61,36 @@ def profile(step_fn, out_dir: str, rank: int) -> None:
                      None if launch is None else round(launch - start, 3)])
     host = [[e["name"], round(e["ts"] - start, 3), round(e["dur"], 3)] for e in events
             if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e and e["name"].startswith(HOST_MARKS)]
+    return {"wall_ms": wall_ms, "names": list(names), "kernels": rows, "host": host}
+
+
+def write(profile_data: dict, out_dir: str, rank: int) -> None:
     os.makedirs(out_dir, exist_ok=True)
     with gzip.open(os.path.join(out_dir, f"rank{rank}.json.gz"), "wt") as f:
-        json.dump({"wall_ms": wall_ms, "names": list(names), "kernels": rows, "host": host}, f)
+        json.dump(profile_data, f)
+
+
+def main() -> int:
+    """Convert chrome traces that a program's own profiler wrote (TorchTitan's `--profiling.*`, one
+    active step, rank{R}_trace.json) into this module's kernel lists."""
+    import argparse
+    import glob
+    import re
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("traces", help="directory holding rank{R}_trace.json")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    for path in sorted(glob.glob(os.path.join(a.traces, "rank*_trace.json"))):
+        rank = int(re.search(r"rank(\d+)_trace", path).group(1))
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+        steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#") and "dur" in e]
+        wall_ms = max(e["dur"] for e in steps) / 1e3 if steps else 0.0
+        write(compact(events, wall_ms), a.out, rank)
+        print(f"{path}: {sum(1 for e in events if e.get('cat') in GPU_CATEGORIES)} GPU activities, step {wall_ms:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

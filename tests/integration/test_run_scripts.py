@@ -96,3 +96,16 @@ def test_8b_model_with_adamw_fits_in_small_host_memory(phantora):
     assert result["params"] > 8.0e9
     assert result["max_mem_alloc_gib"] > 4 * 8.0e9 * 4 / 2**30 * 0.95  # params, grads, 2 Adam states in fp32
     assert run.summary["simulator_peak_rss_gib"] < 4.0
+
+
+def test_rms_norm_is_the_fused_kernel_a_gpu_runs(phantora):
+    """F.rms_norm calls _fused_rms_norm, which a CUDA build runs as one kernel each way; a CPU build has only
+    its decomposition (pow, mean, rsqrt, five multiplications), which must not reach the simulated GPU."""
+    run = phantora(str(SCRIPTS / "rms_norm_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
+    kernels = [e["name"] for e in events if e.get("ph") == "X" and e.get("cat") not in ("host_blocked", "nccl_wait")
+               and e.get("tid", 0) != 0]
+    assert kernels.count("aten._fused_rms_norm.default") == 1
+    assert kernels.count("aten._fused_rms_norm_backward.default") == 1
+    assert not {"aten.pow.Tensor_Scalar", "aten.rsqrt.default", "aten.mean.dim"} & set(kernels)

@@ -40,9 +40,9 @@ def test_config_from_args(tmp_path):
     rank = config.rank_config
     assert rank.gpu == "h200" and rank.strict and rank.out_dir == "o" and notes == []
     assert config.world_size == 1 and config.torchrun is None and config.output.prefix_template is None
-    assert not config.power_cap
-    capped, _ = config_from_args(build_parser().parse_args(["run", "--gpu", "h200", "--power-cap", str(script)]))
-    assert capped.power_cap
+    assert config.power_cap
+    uncapped, _ = config_from_args(build_parser().parse_args(["run", "--gpu", "h200", "--no-power-cap", str(script)]))
+    assert not uncapped.power_cap
     bad = build_parser().parse_args(["run", "--gpu", "h200", "--devices", "0", str(script)])
     with pytest.raises(CliError, match="devices"):
         config_from_args(bad)

@@ -124,9 +124,9 @@ class LaunchConfig:
     """The coordinator's launch latency; 0 because the host model already charges launches."""
     sharing: GpuSharing = H200_SHARING
     """How compute and NCCL kernels slow each other on one GPU (models/interference.py)."""
-    power_cap: bool = False
+    power_cap: bool = True
     """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU has a power
-    model (models/power.py). Off by default: it makes TorchTitan's 8B 10.6 % too slow (docs/compute-model.md)."""
+    model (models/power.py)."""
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:

@@ -64,9 +64,8 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
                    help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
     p.add_argument("--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
     p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
-    p.add_argument("--power-cap", action="store_true",
-                   help="experimental: slow GEMMs and attention while the GPU's average power exceeds its limit "
-                        "(docs/compute-model.md, Power cap)")
+    p.add_argument("--no-power-cap", action="store_true",
+                   help="never slow GEMMs and attention for the GPU's power limit (docs/compute-model.md, Power cap)")
     p.add_argument("--host-time", choices=HOST_TIME_MODES, default="model",
                    help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
                         "deterministic (default); measured = the CPU time the script's own code takes on this "
@@ -201,7 +200,7 @@ def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
     program = program_from_args(args.program)
     return _launch_config(program=program, rank_config=rank_config, cluster=cluster,
                           output=OutputConfig(prefix_template=None), progress=_progress(args),
-                          power_cap=args.power_cap)
+                          power_cap=not args.no_power_cap)
 
 
 def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
@@ -230,7 +229,7 @@ def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, l
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, torchrun=plan.torchrun,
                             output=plan.output, shutdown_grace_s=plan.shutdown_grace_s,
                             monitor_interval_s=plan.monitor_interval_s, progress=_progress(args),
-                            power_cap=args.power_cap)
+                            power_cap=not args.no_power_cap)
     return config, plan.notes
 
 
