@@ -138,7 +138,7 @@ def main() -> int:
 
     for key in ("span_ms", "compute_ms", "compute_busy_ms", "nccl_busy_ms", "compute_under_nccl_ms"):
         row(key, real[key], sim[key])
-    for cls in sorted(set(real["by_class_ms"]) | set(sim["by_class_ms"]), key=lambda c: -real["by_class_ms"].get(c, 0)):
+    for cls in sorted(set(real["by_class_ms"]) | set(sim["by_class_ms"]), key=lambda c: (-real["by_class_ms"].get(c, 0), c)):
         row(f"  {cls}", real["by_class_ms"].get(cls, 0.0), sim["by_class_ms"].get(cls, 0.0))
     for op in sorted(set(real["nccl_ops"]) | set(sim["nccl_ops"])):
         rn, rt = real["nccl_ops"].get(op, (0, 0.0))

@@ -8,9 +8,11 @@ From `data/h200/call21/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.p
 - `pj_per_tensor_flop`: 8192^3 bf16 GEMMs, continuously, throttled: power over idle times the GEMM's
   time is its energy; less its bytes' energy, per FLOP.
 
-Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration measured in call 21), the
-power its last simulated step demands (kernel energies over the step time) against the average power
-NVML measured over the real steps (`timeline/NAME` gives their wall-clock span). The database's kernel
+Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration measured in call 21, or
+`torchtitan` in call 22), the power its last simulated step demands (kernel energies over the step time)
+against the average power NVML measured over the real steps (`timeline/NAME` gives their wall-clock
+span), and its energy against the real step's (measured power above the baseline times the measured
+step). Simulate without the power cap (`--no-power-cap`) to see what the model is asked for. The database's kernel
 times come from the 3B one-GPU step, so its gap is the GPU's baseline under load beyond `idle_w`
 (temperature, clock tree); that baseline is `PowerCap.idle_w`.
 """
@@ -73,10 +75,26 @@ def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[fl
 
 
 def measured_step_power(name: str, gpu: int = 0) -> float:
-    """Mean NVML power of GPU `gpu` over the real steps after the third (call 21's layer timeline)."""
-    starts = json.loads((DATA / "timeline" / name / f"rank{gpu}.json").read_text())["wall_start_s"]
-    power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
-    return statistics.fmean(p for t, p in power if starts[3] <= t < starts[-1])
+    """Mean NVML power of GPU `gpu` over the real steps after the third (call 21's layer timeline), or, for
+    a run with no timeline (TorchTitan), over the middle half of the time it drew more than 300 W."""
+    timeline = DATA / "timeline" / name / f"rank{gpu}.json"
+    if timeline.exists():
+        starts = json.loads(timeline.read_text())["wall_start_s"]
+        t0, t1 = starts[3], starts[-1]
+        power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
+    else:
+        power = samples(REPO / "data/h200/call22" / f"nvml_{name}.csv.gz", gpu)
+        busy = [t for t, p in power if p > 300]
+        t0, t1 = busy[0] + 0.3 * (busy[-1] - busy[0]), busy[0] + 0.8 * (busy[-1] - busy[0])
+    return statistics.fmean(p for t, p in power if t0 <= t < t1)
+
+
+def measured_step_ms(name: str) -> float:
+    """The configuration's measured median step (benchmarks/accuracy_configs.json)."""
+    configs = json.loads((REPO / "benchmarks/accuracy_configs.json").read_text())["configs"]
+    config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
+    measured = config.get("measured") or config["remeasured"]
+    return measured["step_ms"]["median"]
 
 
 def main() -> int:
@@ -94,8 +112,10 @@ def main() -> int:
         demanded = cap.idle_w + energy / seconds
         measured = measured_step_power(name)
         baseline = baseline if baseline is not None else cap.idle_w + measured - demanded
+        real_j = (measured - baseline) * measured_step_ms(name) * 1e-3
         print(f"{name}: simulated step {seconds * 1e3:.1f} ms, {energy:.1f} J -> {demanded:.0f} W at idle "
-              f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured {measured:.0f} W")
+              f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured "
+              f"{measured:.0f} W, so {real_j:.0f} J per real step above the baseline")
     if baseline is not None:
         print(f"baseline under load (idle_w): {baseline:.0f} W")
     print(f"shipped: {H200_POWER}")

@@ -77,10 +77,7 @@ def main():
     schedule = cls(stage, n_microbatches=a.microbatches, loss_fn=loss_fn)
     opt = torch.optim.AdamW(stage_mod.parameters(), lr=3e-4, weight_decay=0.1)
 
-    times = []
-    for step in range(a.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    def train_step():
         idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1), device=device)
         losses = []
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -93,6 +90,13 @@ def main():
         torch.nn.utils.clip_grad_norm_(stage_mod.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return losses
+
+    times = []
+    for step in range(a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        losses = train_step()
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         times.append(dt)
@@ -100,6 +104,9 @@ def main():
             print(f"step {step} time {dt*1000:.1f}ms", flush=True)
         if last and losses:
             print(f"[last stage] step {step} loss {torch.stack(losses).mean().item():.4f}", flush=True)
+    if os.environ.get("PHANTORA_BENCH_PROFILE_DIR"):  # one extra, profiled step (not in the median)
+        import profile_step
+        profile_step.profile(train_step, os.environ["PHANTORA_BENCH_PROFILE_DIR"], rank)
     steady = sorted(times[3:])
     med = steady[len(steady) // 2]
     mem = torch.tensor([torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()],

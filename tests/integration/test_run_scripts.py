@@ -98,10 +98,11 @@ def test_8b_model_with_adamw_fits_in_small_host_memory(phantora):
     assert run.summary["simulator_peak_rss_gib"] < 4.0
 
 
-def test_rms_norm_is_the_fused_kernel_a_gpu_runs(phantora):
+def test_fused_gpu_kernels_arrive_whole(phantora):
     """F.rms_norm calls _fused_rms_norm, which a CUDA build runs as one kernel each way; a CPU build has only
-    its decomposition (pow, mean, rsqrt, five multiplications), which must not reach the simulated GPU."""
-    run = phantora(str(SCRIPTS / "rms_norm_probe.py"))
+    its decomposition (pow, mean, rsqrt, five multiplications). cuDNN attention takes grouped key/value heads
+    as they are; repeating them would add copies and reductions a GPU does not run, and keep the copies."""
+    run = phantora(str(SCRIPTS / "fused_kernels_probe.py"))
     assert run.code == 0, run.stderr[-2000:]
     events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
     kernels = [e["name"] for e in events if e.get("ph") == "X" and e.get("cat") not in ("host_blocked", "nccl_wait")
@@ -109,3 +110,10 @@ def test_rms_norm_is_the_fused_kernel_a_gpu_runs(phantora):
     assert kernels.count("aten._fused_rms_norm.default") == 1
     assert kernels.count("aten._fused_rms_norm_backward.default") == 1
     assert not {"aten.pow.Tensor_Scalar", "aten.rsqrt.default", "aten.mean.dim"} & set(kernels)
+    assert kernels.count("aten._scaled_dot_product_cudnn_attention.default") == 1
+    assert kernels.count("aten._scaled_dot_product_cudnn_attention_backward.default") == 1
+    assert not {"aten.clone.default", "aten.sum.dim_IntList", "aten.repeat_interleave.self_int"} & set(kernels)
+    probe = run.tagged_json("PROBE")
+    assert probe["k_grad"] == [2, 8, 1024, 128]
+    lse_bytes = 2 * 32 * 1024 * 4
+    assert probe["attention_saved_bytes"] <= probe["output_bytes"] + lse_bytes + (1 << 20)

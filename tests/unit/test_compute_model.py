@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load_benchmark
 
 from phantora.models.compute import (
     Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, loose_signature, mta_launches, opcall_from_record,
@@ -342,16 +343,6 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
     assert d256.duration_ns == round(tile_flops / 989.4e12 * 1e9)
 
 
-def _dataset_module():
-    import importlib.util
-    import sys
-    spec = importlib.util.spec_from_file_location("h200_dataset", ROOT / "benchmarks/h200/dataset.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
     """Every signature the 23 configurations run (data/h200/coverage/ops) is measured for the H200."""
     from phantora.profiler.oplog import read_ops
@@ -364,7 +355,7 @@ def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
 def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
     """Note [Microbenchmark to step]: step / sqrt(cold * warm), median per (group, size class) with five
     pairs or more, and per size class over all groups."""
-    ds = _dataset_module()
+    ds = load_benchmark("benchmarks/h200/dataset.py")
     step, cold, warm = {}, {}, {}
     for i, ratio in enumerate((0.8, 0.9, 1.0, 1.1, 1.2)):  # five GEMMs of 2 ms measured 1 ms cold, 4 warm
         step[f"g{i}"] = ("aten.mm.default", 2e6 * ratio)

@@ -1,13 +1,11 @@
 """Host (CPU) cost model: per-op constants, context terms, and the fit on measured launch-bound steps."""
 
-import importlib.util
 import statistics
-from pathlib import Path
+
+from benchmark_modules import load_benchmark
 
 from phantora.models.host import H200_HOST, LIBRARY_CALL_NS, HostConstants, HostModel
 from phantora.models.ops import OpCall, TensorMeta
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def t(*shape, dtype="float32"):
@@ -112,17 +110,10 @@ def test_python_call_costs():
     assert (m.dataloader_next_ns(), m.dataloader_contention_ns()) == (c.dataloader_next_ns, c.dataloader_contention_ns)
 
 
-def _fit_module():
-    spec = importlib.util.spec_from_file_location("fit_host_model", ROOT / "benchmarks/h200/fit_host_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_fitted_constants_are_what_the_measurements_give():
     """H200_HOST's fitted terms are what benchmarks/h200/fit_host_model.py derives from the launch-bound
     steps measured on the H200 (data/h200/call4, call5) and their simulated counts."""
-    fit = _fit_module()
+    fit = load_benchmark("benchmarks/h200/fit_host_model.py")
     measured, counts = fit.load()
     fitted = fit.fit(measured, {n: counts[n] for n in measured})
     assert fitted == {name: getattr(H200_HOST, name) for name in fit.FITTED}
@@ -132,7 +123,7 @@ def test_launch_bound_host_time_matches_measurements():
     """Host time per step (all phases but the final synchronize) of the 12 measured launch-bound
     variants: nanoGPT and Llama at 1-28 layers, autocast or not, fused or foreach AdamW, with or
     without a DataLoader. Measured steps varied by +-20% around their median on that machine."""
-    fit = _fit_module()
+    fit = load_benchmark("benchmarks/h200/fit_host_model.py")
     measured, counts = fit.load()
     errors = {}
     for name, m in measured.items():

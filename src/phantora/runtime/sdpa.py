@@ -8,7 +8,9 @@ GPU: on compute capability 9.0 and 10.0 (H100/H200, B200) `check_prefer_cudnn_at
 cuDNN attention first; then flash attention when its constraints hold (fp16/bf16, head dim
 <= 256 and a multiple of 8, no explicit mask, compute capability >= 8.0), then memory-efficient
 attention, then math. Measured on an H200 with torch 2.11: the llama benchmark's SDPA ran cuDNN
-kernels (data/h200/call1b).
+kernels (data/h200/call1b). With `enable_gqa` cuDNN and flash attention take the grouped key/value
+heads as they are: TorchTitan's step runs no copies before its attention, and cuDNN's backward
+reduces the gradients of the grouped heads itself (`fmha_reduce_head`, data/h200/call22).
 """
 
 from __future__ import annotations
@@ -53,10 +55,8 @@ def install_sdpa_routing(session: Session) -> None:
         if query.device.type != "cuda":
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                             scale=scale, enable_gqa=enable_gqa)
+        # cuDNN and flash attention take grouped key/value heads as they are (no repeat)
         backend = choose_backend(query, key, value, attn_mask, dropout_p, enable_gqa, capability)
-        if backend in ("cudnn", "flash") and enable_gqa and key.shape[-3] != query.shape[-3]:
-            repeat = query.shape[-3] // key.shape[-3]
-            key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
         if backend == "cudnn":
             if attn_mask is not None and attn_mask.dtype == torch.bool:
                 # as PyTorch does for cuDNN: a boolean mask becomes an additive bias
