@@ -16,8 +16,9 @@ def run_back_to_back(gpu: GpuPower, kernel_class: str, energy_j: float, ms: floa
     flops, nbytes = (energy_j / CAP.pj_per_tensor_flop * 1e12, 0.0) if clocked else (0.0, energy_j / CAP.pj_per_byte * 1e12)
     stretch = 1.0
     while t_ns < seconds * 1e9:
-        stretch = gpu.place(t_ns, kernel_class, flops, nbytes)
-        t_ns += round(ms * MS * stretch)
+        duration = gpu.place(t_ns, kernel_class, flops, nbytes, round(ms * MS))
+        stretch = duration / (ms * MS)
+        t_ns += duration
     return t_ns, stretch
 
 
@@ -30,7 +31,7 @@ def test_only_tensor_kernels_count_their_flops():
 def test_work_under_the_cap_is_not_stretched():
     gpu = GpuPower(CAP)
     _, stretch = run_back_to_back(gpu, "gemm", 0.4, 1.0, 5.0)  # 400 W demanded, 500 W left above idle
-    assert stretch == 1.0
+    assert stretch == 1.0 and gpu.slowed_ns == 0 and gpu.clocked_ns == 5000 * MS
     assert gpu.average_w() == pytest.approx(600.0, rel=0.02)
 
 
@@ -38,6 +39,7 @@ def test_sustained_gemms_over_the_cap_are_stretched_to_fit_it():
     gpu = GpuPower(CAP)
     _, stretch = run_back_to_back(gpu, "gemm", 0.6, 1.0, 8.0)  # 600 W demanded, 500 W left
     assert stretch == pytest.approx(1.2, rel=0.01)
+    assert 0.1 < gpu.slowed_ns / gpu.clocked_ns < 0.2  # unthrottled for the first second or so
 
 
 def test_memory_bound_power_leaves_less_for_gemms_and_the_stretch_has_a_floor():

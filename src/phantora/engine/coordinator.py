@@ -416,9 +416,9 @@ class Coordinator:
         return max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
                     if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
 
-    def power_w(self, rank: int) -> float | None:
-        """`rank`'s GPU's demanded power averaged over the power model's window, at its last kernel (None without one)."""
-        return None if self._power is None else self._power[rank].average_w()
+    def power(self, rank: int) -> GpuPower | None:
+        """`rank`'s GPU's power state (its average demanded power, how much the cap slowed it); None without a cap."""
+        return None if self._power is None else self._power[rank]
 
     # --- receiving --------------------------------------------------------------------------------
     def _accept(self, rk: _Rank, record: Record) -> None:
@@ -577,8 +577,7 @@ class Coordinator:
                     due = False
                     duration = round(duration * self._kernel_factor(rank, start))
                     if self._power is not None:  # Note [Power cap]
-                        stretch = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes)
-                        duration = duration if stretch == 1.0 else round(duration * stretch)
+                        duration = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes, duration)
                     if engine:
                         rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)

@@ -88,13 +88,17 @@ def power_cap_for(gpu_key: str) -> PowerCap | None:
 class GpuPower:
     """One GPU's running average of demanded power, and the stretch it sets for clocked kernels."""
 
-    __slots__ = ("cap", "_t_ns", "_clocked_w", "_other_w")
+    __slots__ = ("cap", "_t_ns", "_clocked_w", "_other_w", "clocked_ns", "slowed_ns")
 
     def __init__(self, cap: PowerCap) -> None:
         self.cap = cap
         self._t_ns = 0
         self._clocked_w = 0.0
         self._other_w = 0.0
+        self.clocked_ns = 0
+        """Time of the clocked kernels placed so far, before the cap stretched them."""
+        self.slowed_ns = 0
+        """What the cap added to their time."""
 
     def _decay_to(self, t_ns: int) -> None:
         if t_ns > self._t_ns:
@@ -121,11 +125,18 @@ class GpuPower:
         else:
             self._other_w += energy_j / self.cap.window_s
 
-    def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float) -> float:
-        """A kernel starts at `t_ns`: its duration factor (1 unless clocked and over the cap); its energy joins the average."""
-        stretch = self.stretch(t_ns) if kernel_class in CLOCKED_CLASSES else 1.0
+    def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int) -> int:
+        """A kernel of `duration_ns` at full speed starts at `t_ns`: its duration under the cap (longer only if
+        clocked and over it); its energy joins the average."""
+        if kernel_class not in CLOCKED_CLASSES:
+            self.add(t_ns, kernel_class, self.cap.energy_j(kernel_class, flops, nbytes))
+            return duration_ns
+        stretch = self.stretch(t_ns)
         self.add(t_ns, kernel_class, self.cap.energy_j(kernel_class, flops, nbytes), stretch)
-        return stretch
+        capped = duration_ns if stretch == 1.0 else round(duration_ns * stretch)
+        self.clocked_ns += duration_ns
+        self.slowed_ns += capped - duration_ns
+        return capped
 
     def average_w(self) -> float:
         """Demanded board power averaged over the window, idle included (for reports and tests)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
 from phantora.engine.coordinator import HostWait, Span
+from phantora.models.power import GpuPower
 
 Interval = tuple[int, int]
 
@@ -30,6 +31,8 @@ class CoordinatorState(Protocol):
     def host_waits(self, rank: int) -> list[HostWait]: ...
 
     def host_ns(self, rank: int) -> int: ...
+
+    def power(self, rank: int) -> GpuPower | None: ...
 
 
 def merge(intervals: Iterable[Interval], *, gap_ns: int = 0) -> list[Interval]:

@@ -153,6 +153,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
         "host_time": _host_time(host_time, host_time_scale, reported),
+        "power_cap": _power_cap(coordinator, world_size),
         "per_rank": rows,
     }
     if error:
@@ -167,6 +168,17 @@ def _host_time(mode: str, scale: float, reported: list[dict[str, Any]]) -> dict[
     charged = [_int(r.get("host_time_measured_ns")) for r in reported]
     return {"mode": mode, "deterministic": False, "scale": scale,
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
+
+
+def _power_cap(coordinator: CoordinatorState, world_size: int) -> dict[str, Any] | None:
+    """The GPUs' power limit and how much it slowed their tensor-core kernels (mean over ranks); None if off."""
+    gpus = [p for p in (coordinator.power(r) for r in range(world_size)) if p is not None]
+    if not gpus:
+        return None
+    clocked = sum(p.clocked_ns for p in gpus) / len(gpus)
+    slowed = sum(p.slowed_ns for p in gpus) / len(gpus)
+    return {"cap_w": gpus[0].cap.cap_w, "clocked_s": clocked / NS_PER_S, "slowed_s": slowed / NS_PER_S,
+            "slowdown": slowed / clocked if clocked else 0.0}
 
 
 def _int(value: Any) -> int:
@@ -213,6 +225,11 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     else:
         scale = host.get("scale", 1.0)
         rows.append(("host time", "host model (deterministic)" + (f", constants x{scale:g}" if scale != 1.0 else "")))
+    power = s.get("power_cap")
+    if power is not None and s["simulated_time_s"] > 0:
+        per = " per rank" if world > 1 else ""
+        rows.append(("power cap", f"{power['cap_w']:g} W: GEMM and attention {100 * power['slowdown']:.1f} % slower, "
+                                  f"+{1e3 * power['slowed_s']:.1f} ms{per}"))
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
                                     f"{s['host_only_ops']} host-only"
                                     + (f", {s['subclass_ops']} dispatched by a tensor subclass" if s["subclass_ops"] else "")

@@ -610,7 +610,9 @@ def test_gemms_slow_down_once_their_power_exceeds_the_cap_and_other_kernels_keep
     assert durations[0] == 1_000_000
     assert durations[-2] == pytest.approx(2_000_000, rel=0.03)  # steady state: 600 W demanded / 300 W left
     assert durations[-1] == 1_000_000
-    assert c.power_w(0) == pytest.approx(200.0 + 600.0, rel=0.05)
+    power = c.power(0)
+    assert power.average_w() == pytest.approx(200.0 + 600.0, rel=0.05)
+    assert power.clocked_ns == 300 * 1_000_000 and power.slowed_ns == sum(durations[:-1]) - power.clocked_ns
 
 
 def test_a_power_cap_needs_the_sharing_model():

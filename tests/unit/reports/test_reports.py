@@ -6,6 +6,7 @@ import io
 import json
 
 from phantora.engine.coordinator import Coordinator
+from phantora.models.interference import GpuSharing
 from phantora.models.network import Completion, NetworkSimulator, Topology, cluster_from_flags
 from phantora.protocol.records import (
     CollectiveRecord,
@@ -14,6 +15,7 @@ from phantora.protocol.records import (
     SyncRequest,
     encode_stream,
 )
+from phantora.models.power import PowerCap
 from phantora.reports.breakdown import intersection, merge, rank_breakdown
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import get_gpu_spec
@@ -166,3 +168,25 @@ def test_summary_names_the_host_time_mode(tmp_path):
     text = io.StringIO()
     print_summary(s, file=text)
     assert "measured CPU time x0.5: 2.00 ms charged per rank (varies between runs)" in text.getvalue()
+
+
+def test_summary_says_how_much_the_power_cap_slowed_the_gpus(tmp_path):
+    """300 GEMMs of 1 ms demanding 600 W against 300 W left under the cap: the summary gives the time the
+    cap added to them (Note [Power cap]); without a cap it says nothing."""
+    cap = PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0, window_s=0.05)
+    one_gpu = cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=1)
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    network = NetworkSimulator(Topology(one_gpu), busy_slowdown=sharing.nccl_slowdown)
+    c = Coordinator(1, network, sharing=sharing, power=cap)
+    c.submit(0, [KernelRecord(0, 0, 1_000_000, f"g{i}", flops=0.6e12, kernel_class="gemm") for i in range(300)]
+             + [SyncRequest(1, 0, "device")])
+    c.submit(0, [RankFinished(10**9)])
+    s = summarise(c, tmp_path, cluster=one_gpu, processes=[])
+    power = s["power_cap"]
+    assert power["cap_w"] == 500.0 and power["clocked_s"] == 0.3
+    assert 0.6 < power["slowdown"] < 1.0  # the steady state doubles them, after a ramp of a few 0.05 s windows
+    assert power["slowed_s"] == sum(sp.end_ns - sp.start_ns for sp in c.spans(0)) / 1e9 - 0.3
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert f"power cap         500 W: GEMM and attention {100 * power['slowdown']:.1f} % slower" in text.getvalue()
+    assert summarise(two_ranks(), tmp_path)["power_cap"] is None
