@@ -1,6 +1,7 @@
 """Line up one training step as a real GPU ran it with the same step as Phantora simulated it.
 
-Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/step_profiles/).
+Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/step_profiles/), or
+converted by it from a program's own profiler traces (TorchTitan's: data/h200/call22/).
 Simulated side: a Phantora `trace.json` of the same configuration; its last whole step is the work
 launched between the last two device synchronizations that waited for the GPU (the scripts
 synchronize before and after every step). Prints, per rank: the step's GPU span, time per kernel
