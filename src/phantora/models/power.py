@@ -128,11 +128,12 @@ class GpuPower:
     def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int) -> int:
         """A kernel of `duration_ns` at full speed starts at `t_ns`: its duration under the cap (longer only if
         clocked and over it); its energy joins the average."""
+        energy_j = self.cap.energy_j(kernel_class, flops, nbytes)
         if kernel_class not in CLOCKED_CLASSES:
-            self.add(t_ns, kernel_class, self.cap.energy_j(kernel_class, flops, nbytes))
+            self.add(t_ns, kernel_class, energy_j)
             return duration_ns
         stretch = self.stretch(t_ns)
-        self.add(t_ns, kernel_class, self.cap.energy_j(kernel_class, flops, nbytes), stretch)
+        self.add(t_ns, kernel_class, energy_j, stretch)
         capped = duration_ns if stretch == 1.0 else round(duration_ns * stretch)
         self.clocked_ns += duration_ns
         self.slowed_ns += capped - duration_ns
