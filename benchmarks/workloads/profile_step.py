@@ -6,13 +6,19 @@ CUDA runtime calls, which gives each kernel its launch time) and each rank write
 DIR/rank{R}.json.gz = {"wall_ms", "names": [...], "kernels": [[name index, stream, start µs, dur µs,
 category, host launch µs or None], ...], "host": [[name, start µs, dur µs], ...]} with start relative to the step's first GPU activity. This is the real-GPU side of
 `benchmarks/compare_step.py`, which lines it up with a Phantora trace of the same step.
+
+`python benchmarks/workloads/profile_step.py TRACES --out DIR` writes the same from the chrome traces a
+program's own profiler wrote (TorchTitan's `--profiling.*`: TRACES/rank{R}_trace.json, one step).
 """
 
 from __future__ import annotations
 
+import argparse
+import glob
 import gzip
 import json
 import os
+import re
 import tempfile
 import time
 
@@ -73,10 +79,6 @@ def write(profile_data: dict, out_dir: str, rank: int) -> None:
 def main() -> int:
     """Convert chrome traces that a program's own profiler wrote (TorchTitan's `--profiling.*`, one
     active step, rank{R}_trace.json) into this module's kernel lists."""
-    import argparse
-    import glob
-    import re
-
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("traces", help="directory holding rank{R}_trace.json")
     p.add_argument("--out", required=True)
