@@ -50,12 +50,26 @@ def test_memory_bound_power_leaves_less_for_gemms_and_the_stretch_has_a_floor():
     assert gpu.stretch(t) == CAP.max_stretch
 
 
-def test_the_average_decays_when_the_gpu_idles():
+def test_the_average_is_over_a_sliding_window():
+    """Half a window after the GEMMs stop, half their demand is still in the average; a window after, none."""
     gpu = GpuPower(CAP)
     t, stretch = run_back_to_back(gpu, "gemm", 0.6, 1.0, 8.0)
     assert stretch > 1.1
-    assert gpu.stretch(t + 5 * 10**9) == 1.0
-    assert gpu.average_w() == pytest.approx(CAP.idle_w, abs=5.0)
+    steady = gpu.average_w() - CAP.idle_w
+    gpu.stretch(t + 5 * 10**8)
+    assert gpu.average_w() - CAP.idle_w == pytest.approx(steady / 2, rel=0.02)
+    assert gpu.stretch(t + 10**9) == 1.0
+    assert gpu.average_w() == CAP.idle_w
+
+
+def test_the_first_window_counts_the_idle_time_before_the_run():
+    """A GPU idle before the run: 600 W demanded against 500 W left is over the cap once 5/6 of a window
+    has run, and throttled to it after one window."""
+    gpu = GpuPower(CAP)
+    t, _ = run_back_to_back(gpu, "gemm", 0.6, 1.0, 0.8)
+    assert gpu.slowed_ns == 0
+    _, stretch = run_back_to_back(gpu, "gemm", 0.6, 1.0, 1.5, t_ns=t)
+    assert stretch == pytest.approx(1.2, rel=0.01)
 
 
 def test_gpus_without_measured_energies_have_no_power_model():

@@ -11,8 +11,9 @@ operation hardly changes with the clock (an 8192^3 bf16 GEMM: 1.03 J at 1980 MHz
   `pj_per_byte` x the device-memory bytes it moves;
 - its *demanded* power is that energy over the duration the compute model gives it, which is
   the duration measured inside real training steps that ran at or just below the limit;
-- each GPU keeps an exponential average (time constant `window_s`) of the demanded power of the
-  clocked kernels (GEMM, attention) and of the others;
+- each GPU averages the demanded power of the clocked kernels (GEMM, attention) and of the others over
+  a sliding window of `window_s` (the energy of the kernels that started in it, over its length), as
+  the driver's limit is defined; a GPU idle before the run starts with an empty window;
 - while `idle_w` plus the average exceeds `cap_w`, clocked kernels run `stretch` times longer: by
   just enough that the clocked ones' power fits in what the unclocked ones leave.
 
@@ -30,7 +31,7 @@ last backward layers run at ~1400 MHz, its forward at ~1740); the model spreads 
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from dataclasses import dataclass
 
 CLOCKED_CLASSES = frozenset({"gemm", "attention"})
@@ -50,7 +51,7 @@ class PowerCap:
     pj_per_byte: float
     """Energy per byte a kernel reads or writes in device memory."""
     window_s: float = 1.0
-    """Time constant of the average the limit applies to."""
+    """Length of the sliding window the limit's average is taken over."""
     max_stretch: float = 2.0
     """Slowest a clocked kernel gets (the clock's floor relative to the one the database was measured at)."""
 
@@ -86,13 +87,15 @@ def power_cap_for(gpu_key: str) -> PowerCap | None:
 
 
 class GpuPower:
-    """One GPU's running average of demanded power, and the stretch it sets for clocked kernels."""
+    """One GPU's average demanded power over the last `window_s`, and the stretch it sets for clocked kernels."""
 
-    __slots__ = ("cap", "_t_ns", "_clocked_w", "_other_w", "clocked_ns", "slowed_ns")
+    __slots__ = ("cap", "_window_ns", "_recent", "_clocked_w", "_other_w", "clocked_ns", "slowed_ns")
 
     def __init__(self, cap: PowerCap) -> None:
         self.cap = cap
-        self._t_ns = 0
+        self._window_ns = round(cap.window_s * 1e9)
+        self._recent: deque[tuple[int, float, float]] = deque()
+        """(start, clocked W, other W) of the kernels in the window, oldest first."""
         self._clocked_w = 0.0
         self._other_w = 0.0
         self.clocked_ns = 0
@@ -100,16 +103,18 @@ class GpuPower:
         self.slowed_ns = 0
         """What the cap added to their time."""
 
-    def _decay_to(self, t_ns: int) -> None:
-        if t_ns > self._t_ns:
-            keep = math.exp(-(t_ns - self._t_ns) * 1e-9 / self.cap.window_s)
-            self._clocked_w *= keep
-            self._other_w *= keep
-            self._t_ns = t_ns
+    def _slide_to(self, t_ns: int) -> None:
+        recent = self._recent
+        while recent and recent[0][0] <= t_ns - self._window_ns:
+            _, clocked_w, other_w = recent.popleft()
+            self._clocked_w -= clocked_w
+            self._other_w -= other_w
+        if not recent:  # no rounding residue survives an empty window
+            self._clocked_w = self._other_w = 0.0
 
     def stretch(self, t_ns: int) -> float:
         """Duration factor of a clocked kernel that starts at `t_ns`."""
-        self._decay_to(t_ns)
+        self._slide_to(t_ns)
         budget = self.cap.cap_w - self.cap.idle_w - self._other_w
         if self._clocked_w <= budget:
             return 1.0
@@ -119,11 +124,13 @@ class GpuPower:
 
     def add(self, t_ns: int, kernel_class: str, energy_j: float, stretch: float = 1.0) -> None:
         """A kernel started at `t_ns` (with `stretch` applied if clocked): its demanded energy enters the average."""
-        self._decay_to(t_ns)
-        if kernel_class in CLOCKED_CLASSES:
-            self._clocked_w += energy_j * stretch / self.cap.window_s
-        else:
-            self._other_w += energy_j / self.cap.window_s
+        self._slide_to(t_ns)
+        clocked = kernel_class in CLOCKED_CLASSES
+        watts = energy_j * (stretch if clocked else 1.0) / self.cap.window_s
+        entry = (t_ns, watts, 0.0) if clocked else (t_ns, 0.0, watts)
+        self._recent.append(entry)
+        self._clocked_w += entry[1]
+        self._other_w += entry[2]
 
     def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int) -> int:
         """A kernel of `duration_ns` at full speed starts at `t_ns`: its duration under the cap (longer only if
