@@ -2,7 +2,7 @@
 
 import time
 
-from phantora.runtime.clock import REAL_TIME_NS, VirtualClock
+from phantora.runtime.clock import REAL_PERF_COUNTER, REAL_TIME_NS, VirtualClock
 
 
 class FakeHost:
@@ -41,6 +41,23 @@ def test_install_patches_time_module():
     finally:
         (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
          time.monotonic_ns, time.sleep) = saved
+
+
+def test_file_locks_keep_the_real_clock():
+    """filelock polls for other processes' lock files: its sleeps and timeouts must not be simulated time."""
+    import filelock._api
+
+    host = FakeHost()
+    saved = (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
+             time.monotonic_ns, time.sleep, filelock._api.time)
+    try:
+        VirtualClock(host.now, host.advance).install()
+        filelock._api.time.sleep(0.001)
+        assert host.ns == 0
+        assert abs(filelock._api.time.perf_counter() - REAL_PERF_COUNTER()) < 1.0
+    finally:
+        (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
+         time.monotonic_ns, time.sleep, filelock._api.time) = saved
 
 
 def test_negative_sleep_rejected():

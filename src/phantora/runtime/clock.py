@@ -5,11 +5,17 @@ own step timers and throughput logs are the prediction. `time.sleep` advances th
 clock instead of sleeping. Standard-library modules that bound `time.monotonic` at import
 (threading, queue, multiprocessing) keep the real clock: their timeouts must be real because
 they wait for real threads and processes. They are imported before the patch for that reason.
+`filelock` (Hugging Face datasets and hub caches, torch's own) polls for other processes' locks with
+`time.sleep`; on the simulated clock each poll advanced the rank's time by 50 ms, as many times as the
+other ranks happened to hold the lock for real, so TorchTitan's ranks started up to 2.5 s apart at
+random and its simulated step changed by up to 0.25 % between runs. It gets a real `time` module.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
+import types
 from typing import Callable
 
 from phantora.units import NS_PER_S, seconds_to_ns
@@ -26,6 +32,11 @@ REAL_TIME_NS = time.time_ns
 REAL_PERF_COUNTER = time.perf_counter
 REAL_MONOTONIC = time.monotonic
 REAL_SLEEP = time.sleep
+REAL_TIME_MODULE = types.ModuleType("time")
+REAL_TIME_MODULE.__dict__.update(time.__dict__)
+"""The time module as it was before the patch, for modules that wait for other processes."""
+WAITS_FOR_PROCESSES = ("filelock._api",)
+"""Modules whose sleeps and timeouts wait for other processes: they keep the real clock."""
 
 
 class VirtualClock:
@@ -60,3 +71,8 @@ class VirtualClock:
         time.perf_counter, time.perf_counter_ns = self.monotonic, self.monotonic_ns
         time.monotonic, time.monotonic_ns = self.monotonic, self.monotonic_ns
         time.sleep = self.sleep
+        for name in WAITS_FOR_PROCESSES:
+            try:
+                importlib.import_module(name).time = REAL_TIME_MODULE
+            except ImportError:  # not installed: nothing of it can run
+                pass
