@@ -115,6 +115,9 @@ class GpuPower:
     def stretch(self, t_ns: int) -> float:
         """Duration factor of a clocked kernel that starts at `t_ns`."""
         self._slide_to(t_ns)
+        return self._stretch()
+
+    def _stretch(self) -> float:
         budget = self.cap.cap_w - self.cap.idle_w - self._other_w
         if self._clocked_w <= budget:
             return 1.0
@@ -125,22 +128,27 @@ class GpuPower:
     def add(self, t_ns: int, kernel_class: str, energy_j: float, stretch: float = 1.0) -> None:
         """A kernel started at `t_ns` (with `stretch` applied if clocked): its demanded energy enters the average."""
         self._slide_to(t_ns)
-        clocked = kernel_class in CLOCKED_CLASSES
-        watts = energy_j * (stretch if clocked else 1.0) / self.cap.window_s
-        entry = (t_ns, watts, 0.0) if clocked else (t_ns, 0.0, watts)
-        self._recent.append(entry)
-        self._clocked_w += entry[1]
-        self._other_w += entry[2]
+        self._enter(t_ns, kernel_class in CLOCKED_CLASSES, energy_j * stretch)
+
+    def _enter(self, t_ns: int, clocked: bool, energy_j: float) -> None:
+        watts = energy_j / self.cap.window_s
+        if clocked:
+            self._recent.append((t_ns, watts, 0.0))
+            self._clocked_w += watts
+        else:
+            self._recent.append((t_ns, 0.0, watts))
+            self._other_w += watts
 
     def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int) -> int:
         """A kernel of `duration_ns` at full speed starts at `t_ns`: its duration under the cap (longer only if
-        clocked and over it); its energy joins the average."""
+        clocked and over it); its energy joins the average. Called for every kernel: the window slides once."""
+        self._slide_to(t_ns)
         energy_j = self.cap.energy_j(kernel_class, flops, nbytes)
         if kernel_class not in CLOCKED_CLASSES:
-            self.add(t_ns, kernel_class, energy_j)
+            self._enter(t_ns, False, energy_j)
             return duration_ns
-        stretch = self.stretch(t_ns)
-        self.add(t_ns, kernel_class, energy_j, stretch)
+        stretch = self._stretch()
+        self._enter(t_ns, True, energy_j * stretch)
         capped = duration_ns if stretch == 1.0 else round(duration_ns * stretch)
         self.clocked_ns += duration_ns
         self.slowed_ns += capped - duration_ns
