@@ -217,8 +217,7 @@ class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
         self.config = config
         self.world_size = config.world_size
-        network = NetworkSimulator(Topology(config.cluster), busy_slowdown=config.sharing.nccl_slowdown,
-                                   busy_slowdown_by_op=config.sharing.nccl_factors())
+        network = NetworkSimulator(Topology(config.cluster), sharing=config.sharing)
         power = power_cap_for(config.rank_config.gpu) if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
                                        sharing=config.sharing, power=power)

@@ -348,10 +348,11 @@ class Coordinator:
         self._bound_dirty = False
         self.sharing = sharing
         self._shared = sharing != NO_SHARING
-        if self._shared and (getattr(network, "busy_slowdown", None) != sharing.nccl_slowdown
-                             or getattr(network, "busy_slowdown_by_op", {}) != sharing.nccl_factors()):
+        slows = getattr(network, "sharing", NO_SHARING)
+        if self._shared and (slows.nccl_slowdown, slows.nccl_factors()) != (sharing.nccl_slowdown, sharing.nccl_factors()):
             raise ValueError(f"the network's busy_slowdown must be the sharing model's nccl_slowdown "
-                             f"({sharing.nccl_slowdown}, by operation {sharing.nccl_factors()})")
+                             f"({sharing.nccl_slowdown}, by operation {sharing.nccl_factors()}): "
+                             f"NetworkSimulator(..., sharing=...)")
         if power is not None and not self._shared:
             raise ValueError("a power cap needs a sharing model: kernels must be placed in time order (Note [Power cap])")
         self._power = [GpuPower(power) for _ in range(world_size)] if power is not None else None

@@ -456,7 +456,7 @@ def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int 
     favourite = rng.randrange(n)  # some interleavings let one rank run far ahead of the others
     bias = rng.choice([0.0, 0.8])
     net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)),
-                           busy_slowdown=sharing.nccl_slowdown)
+                           sharing=sharing)
     c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing)
     ranks = [ScriptedRank(r, programs[r]) for r in range(n)]
     while not all(r.finished for r in ranks):
@@ -500,7 +500,7 @@ def test_identical_results_for_any_interleaving_with_compute_beside_nccl(program
 class BusyRecordingNetwork(FixedNetwork):
     """FixedNetwork that also records the compute periods the coordinator reports."""
 
-    busy_slowdown = 2.0
+    sharing = GpuSharing(nccl_slowdown=2.0)
 
     def __init__(self) -> None:
         super().__init__()
@@ -523,7 +523,7 @@ def test_kernels_that_start_while_nccl_is_in_flight_are_slowed():
 
 def test_a_kernel_beside_an_operation_with_its_own_factor_is_slowed_by_that_factor():
     class Network(BusyRecordingNetwork):
-        busy_slowdown_by_op = {"all_reduce": 2.0}
+        sharing = GpuSharing(nccl_slowdown=2.0, by_op=(("all_reduce", 1.0, 2.0),))
 
     sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0, by_op=(("all_reduce", 1.2, 2.0),))
     c = Coordinator(2, Network(), sharing=sharing)

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from phantora.models.interference import GpuSharing
 from phantora.models.network import (
     CollectiveRequest,
     LateRequestError,
@@ -206,7 +207,7 @@ def test_speculation_leaves_no_trace():
 # --- compute beside NCCL (Note [Compute beside NCCL]) ---------------------------------------------
 def busy_simulator(slowdown: float) -> NetworkSimulator:
     from netcases import cluster
-    return NetworkSimulator(Topology(cluster(gpus_per_node=4)), busy_slowdown=slowdown)
+    return NetworkSimulator(Topology(cluster(gpus_per_node=4)), sharing=GpuSharing(nccl_slowdown=slowdown))
 
 
 def test_a_busy_member_gpu_slows_the_transfer_by_the_factor():
@@ -232,16 +233,16 @@ def test_an_operation_with_its_own_factor_is_slowed_by_it_and_the_others_by_the_
     # send_recv at 4x: 0.5 ms beside compute moves 12.5 MB, the other 87.5 MB take 0.875 ms.
     from netcases import cluster
     topo = Topology(cluster(gpus_per_node=4))
-    net = NetworkSimulator(topo, busy_slowdown=2.0, busy_slowdown_by_op={"send_recv": 4.0})
+    net = NetworkSimulator(topo, sharing=GpuSharing(nccl_slowdown=2.0, by_op=(("send_recv", 1.0, 4.0),)))
     net.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
     net.mark_compute(1, 0, MS // 2)
     assert ends(net.run_until_idle()) == {"a": 11 * MS // 8}
-    only_others = NetworkSimulator(topo, busy_slowdown=2.0, busy_slowdown_by_op={"all_gather": 4.0})
+    only_others = NetworkSimulator(topo, sharing=GpuSharing(nccl_slowdown=2.0, by_op=(("all_gather", 1.0, 4.0),)))
     only_others.submit_p2p(src=0, dst=1, size_bytes=S, start_ns=0, key="a")
     only_others.mark_compute(1, 0, MS // 2)
     assert ends(only_others.run_until_idle()) == {"a": 5 * MS // 4}
     with pytest.raises(ValueError):
-        NetworkSimulator(topo, busy_slowdown_by_op={"all_reduce": 0.5})
+        NetworkSimulator(topo, sharing=GpuSharing(by_op=(("all_reduce", 1.0, 0.5),)))
 
 
 def test_compute_must_be_reported_at_the_safe_time():

@@ -176,7 +176,7 @@ def test_summary_says_how_much_the_power_cap_slowed_the_gpus(tmp_path):
     cap = PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0, window_s=0.05)
     one_gpu = cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=1)
     sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
-    network = NetworkSimulator(Topology(one_gpu), busy_slowdown=sharing.nccl_slowdown)
+    network = NetworkSimulator(Topology(one_gpu), sharing=sharing)
     c = Coordinator(1, network, sharing=sharing, power=cap)
     c.submit(0, [KernelRecord(0, 0, 1_000_000, f"g{i}", flops=0.6e12, kernel_class="gemm") for i in range(300)]
              + [SyncRequest(1, 0, "device")])

@@ -62,12 +62,12 @@ global recomputation); each flow's remaining bytes are brought up to date lazily
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
 
+from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.network.flows import FlowShape, max_min_rates
 from phantora.models.network.nccl import NcclModel, Op, TransferPlan, transfer_ns
 from phantora.models.network.topology import Topology
@@ -150,16 +150,14 @@ class _Flow:
 class NetworkSimulator:
     """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
 
-    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, busy_slowdown: float = 1.0,
-                 busy_slowdown_by_op: Mapping[str, float] | None = None) -> None:
-        by_op = dict(busy_slowdown_by_op or {})
-        if min([busy_slowdown, *by_op.values()]) < 1.0:
-            raise ValueError(f"busy_slowdown must be >= 1, got {busy_slowdown} and {by_op}")
+    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, sharing: GpuSharing = NO_SHARING) -> None:
         self.topology = topology
-        self.busy_slowdown = busy_slowdown
-        self.busy_slowdown_by_op = by_op
+        self.sharing = sharing
+        """How much compute on a member GPU slows an operation (its `nccl_slowdown`, by operation)."""
+        self.busy_slowdown = sharing.nccl_slowdown
+        self.busy_slowdown_by_op = sharing.nccl_factors()
         """Operations ("all_gather", ...) whose slowdown beside compute differs from `busy_slowdown`."""
-        self._slows_beside_compute = busy_slowdown != 1.0 or any(v != 1.0 for v in by_op.values())
+        self._slows_beside_compute = self.busy_slowdown != 1.0 or any(v != 1.0 for v in self.busy_slowdown_by_op.values())
         self._busy_until: dict[int, int] = {}
         """GPUs running compute, and until when (Note [Compute beside NCCL])."""
         self.nccl = nccl if nccl is not None else NcclModel(topology)
@@ -406,6 +404,7 @@ class NetworkSimulator:
         other = NetworkSimulator.__new__(NetworkSimulator)
         other.topology = self.topology
         other.nccl = self.nccl
+        other.sharing = self.sharing
         other.busy_slowdown = self.busy_slowdown
         other.busy_slowdown_by_op = self.busy_slowdown_by_op
         other._slows_beside_compute = self._slows_beside_compute
