@@ -90,7 +90,8 @@ def measured_step_power(name: str, gpu: int = 0) -> float:
 
 
 def measured_step_ms(name: str) -> float:
-    """The configuration's measured median step (benchmarks/accuracy_configs.json)."""
+    """The configuration's median step in our own runs (benchmarks/accuracy_configs.json), also for a dev-set
+    configuration, whose reference (accuracy.measured) is the dev set's: the NVML samples are from our runs."""
     configs = json.loads((REPO / "benchmarks/accuracy_configs.json").read_text())["configs"]
     config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
     measured = config.get("measured") or config["remeasured"]
