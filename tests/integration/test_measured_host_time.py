@@ -12,7 +12,7 @@ def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantor
     took = model.tagged_json("HOSTTIME")
     assert took["loop_ns"] == 0  # no op, no modelled cost: the loop is invisible to the host model
     assert took["add_ns"] == C.launch_ns + C.framework_ns
-    assert model.summary["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0}
+    assert model.summary["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0, "contention": "h200-vm"}
     assert "host model (deterministic)" in model.stderr
 
     faster = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time-scale", "0.5"))

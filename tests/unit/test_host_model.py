@@ -134,3 +134,11 @@ def test_launch_bound_host_time_matches_measurements():
     assert max(abs(e) for e in errors.values()) < 0.25, errors
     for name in ("nano_script", "llama_script", "llama_phases28"):  # the workloads as the scripts run them
         assert abs(errors[name]) < 0.15, errors
+
+
+def test_a_subclass_op_from_the_autograd_engine_pays_the_backward_constant():
+    """DTensor's own dispatch costs less when the autograd engine issues the op (fit_subclass_ops.py)."""
+    c, m = H200_HOST, HostModel()
+    assert c.subclass_backward_op_ns < c.subclass_op_ns
+    assert m.subclass_op_ns(1) == c.subclass_op_ns
+    assert m.subclass_op_ns(3, backward=True) == c.subclass_backward_op_ns + 2 * c.subclass_op_per_tensor_ns

@@ -427,7 +427,8 @@ class _Launcher:
             wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
             launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
             records=self.server.progress().records, error=error,
-            host_time=cfg.rank_config.host_time, host_time_scale=cfg.rank_config.host_time_scale)
+            host_time=cfg.rank_config.host_time, host_time_scale=cfg.rank_config.host_time_scale,
+            host_contention=cfg.rank_config.host_contention)
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
         merge_rank_ops(cfg.out_dir, self.world_size, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
         print_summary(summary, file=self.pump.console_err)

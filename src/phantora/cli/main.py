@@ -28,6 +28,7 @@ from phantora.cli.torchrun import (
     torchrun_plan,
 )
 from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
+from phantora.models.host_contention import HOST_CONTENTION
 from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
@@ -74,6 +75,11 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
                    help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
                         "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
                         "measured the CPU time measured on this machine")
+    p.add_argument("--host-contention", choices=tuple(HOST_CONTENTION), default="h200-vm",
+                   help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
+                        "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
+                        "of several ranks waits for its slowest (default); none = dedicated hosts "
+                        "(docs/compute-model.md, Contended hosts)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr every few seconds (default: when stderr is a terminal)")
 
@@ -180,7 +186,8 @@ def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig
         return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,
                           kernel_databases=_kernel_databases(args.kernel_db, key), host_time=args.host_time,
-                          host_time_scale=1.0 if args.host_time_scale is None else args.host_time_scale)
+                          host_time_scale=1.0 if args.host_time_scale is None else args.host_time_scale,
+                          host_contention=args.host_contention)
     except ValueError as error:
         raise CliError(str(error)) from None
 

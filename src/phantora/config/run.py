@@ -8,6 +8,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from phantora.models.host_contention import HOST_CONTENTION
+
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
 """The CLI hands the rank process its `RankConfig` as JSON through this variable."""
 HOST_TIME_MODES = ("model", "measured")
@@ -56,7 +58,14 @@ class RankConfig:
     is the H200 machine's CPU the constants were measured on); with "measured", the measured CPU time
     (the reference is this machine)."""
 
+    host_contention: str = "h200-vm"
+    """`--host-contention`: how contended the target cluster's host CPUs are (models/host_contention.py
+    Note [Contended hosts]); "h200-vm", the hosts the host model was measured on, or "none". Host model only."""
+
     def __post_init__(self) -> None:
+        if self.host_contention not in HOST_CONTENTION:
+            raise ValueError(f"--host-contention must be one of {', '.join(HOST_CONTENTION)}, "
+                             f"got {self.host_contention!r}")
         if not 1 <= self.devices_per_process <= 64:
             raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")
         if self.host_time not in HOST_TIME_MODES:

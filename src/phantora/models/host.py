@@ -150,11 +150,18 @@ class HostConstants:
     took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
     pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
     subclass_op_ns: int = 59_000
-    """Per op on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding propagation
-    (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the local tensors.
-    Fitted on the forward and backward phases of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
-    time missing over 878 DTensor ops in the forward, 123 ms over 1807 in the backward, less what
-    LIBRARY_CALL_NS accounts for: 59 µs per op in both."""
+    """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
+    propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
+    local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
+    time missing over 878 DTensor ops, less what LIBRARY_CALL_NS accounts for."""
+    subclass_backward_op_ns: int = 43_000
+    """The same for an op the autograd engine issues (in C++, no Python around it). Fitted on the backward
+    host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
+    fsdp2_tp2's timelines (370 in all, from four leases: calls 14, 15, 27 and session 5; the mean host, as
+    the other constants) against the simulation of each with every rank at the mean host
+    (benchmarks/h200/fit_subclass_ops.py: 45, 46 and 38 µs; 43 pooled). Session 4 had fitted 59 µs on one
+    run of tp2 whose backward alone was contended (171 ms against 109-121 on other leases); the forward's
+    59 µs still fits (simulated forward 92-100 ms against 96-100 real)."""
     subclass_op_per_tensor_ns: int = 2_300
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
@@ -283,9 +290,11 @@ class HostModel:
         """Host time of a stream or event query."""
         return self.c.query_ns
 
-    def subclass_op_ns(self, tensors: int) -> int:
-        """Host time of a tensor subclass's own dispatch of one op with `tensors` subclass arguments."""
-        return self.c.subclass_op_ns + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
+    def subclass_op_ns(self, tensors: int, *, backward: bool = False) -> int:
+        """Host time of a tensor subclass's own dispatch of one op with `tensors` subclass arguments;
+        `backward`: issued by the autograd engine."""
+        own = self.c.subclass_backward_op_ns if backward else self.c.subclass_op_ns
+        return own + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
 
     def library_call_ns(self, name: str) -> int:
         """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""

@@ -48,7 +48,7 @@ class MeasuredHostModel(HostModel):
     def dataloader_contention_ns(self) -> int:
         return 0
 
-    def subclass_op_ns(self, tensors: int) -> int:
+    def subclass_op_ns(self, tensors: int, *, backward: bool = False) -> int:
         return 0  # a tensor subclass's (DTensor's) dispatch is Python outside the interception layer
 
     def library_call_ns(self, name: str) -> int:

@@ -104,7 +104,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
                   out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
                   launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
                   error: str | None = None, host_time: str = "model",
-                  host_time_scale: float = 1.0) -> dict[str, Any]:
+                  host_time_scale: float = 1.0, host_contention: str = "h200-vm") -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
     results, problems = load_rank_results(out_dir, world_size)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
@@ -152,7 +152,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
-        "host_time": _host_time(host_time, host_time_scale, reported),
+        "host_time": {**_host_time(host_time, host_time_scale, reported), "contention": host_contention},
         "power_cap": _power_cap(coordinator, world_size),
         "per_rank": rows,
     }
@@ -224,7 +224,9 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
                                   f"charged{per} (varies between runs)"))
     else:
         scale = host.get("scale", 1.0)
-        rows.append(("host time", "host model (deterministic)" + (f", constants x{scale:g}" if scale != 1.0 else "")))
+        hosts = "dedicated hosts" if host.get("contention") == "none" else "hosts contended as the H200 VMs'"
+        rows.append(("host time", "host model (deterministic)" + (f", constants x{scale:g}" if scale != 1.0 else "")
+                     + f", {hosts}"))
     power = s.get("power_cap")
     if power is not None and s["simulated_time_s"] > 0:
         per = " per rank" if world > 1 else ""

@@ -50,7 +50,7 @@ def install(config: RankConfig):
     install_sdpa_routing(session)
     install_compile_fallback(session)
     install_storage_resize_hook(recorder)
-    VirtualClock(session.now_ns, session.host_work).install()
+    VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
         from phantora.runtime.host_time import start_measuring

@@ -331,7 +331,8 @@ class HybridMode(TorchDispatchMode):
         flat, _ = tree_flatten((args, kwargs))
         subclass_args = sum(1 for a in flat if _has_own_dispatch(type(a)))
         if subclass_args:
-            self.session.subclass_op(subclass_args)
+            node = torch._C._current_autograd_node()
+            self.session.subclass_op(subclass_args, backward=node is not None and not torch.is_grad_enabled())
             return NotImplemented  # Note [Ops from tensor subclasses]
         has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):

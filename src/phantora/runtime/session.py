@@ -18,6 +18,7 @@ from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
+from phantora.models.host_contention import HOST_CONTENTION, HostSpeed
 from phantora.models.measured_host import host_model_for
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
 from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
@@ -47,6 +48,8 @@ class OpStats:
     kernel_ns_by_class: collections.Counter = field(default_factory=collections.Counter)
     subclass_ops: int = 0
     """Ops dispatched by a tensor subclass (DTensor) before its local ops."""
+    subclass_backward_ops: int = 0
+    """... of them, those the autograd engine issued."""
     gemm_problems: int = 0
     """Distinct GEMM problems run, each paying cuBLAS's algorithm selection once."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
@@ -77,6 +80,8 @@ class Session:
             self.on_the_fly = OnTheFlyClient(config.profile_worker)
         self._not_measured: set[OpCall] = set()
         self.host = host or host_model_for(config.host_time, config.host_time_scale)
+        self.host_speed = HostSpeed(HOST_CONTENTION[config.host_contention], config.rank, config.world_size)
+        """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
         allocator_config = AllocatorConfig.from_env(os.environ)
@@ -107,14 +112,27 @@ class Session:
         return self.link.host_ns
 
     def host_work(self, duration_ns: int) -> None:
+        """The host CPU works for `duration_ns` (a host-model cost: this rank's host speed applies)."""
+        with self.lock:
+            self._charge(duration_ns)
+
+    def host_wait(self, duration_ns: int) -> None:
+        """The program sleeps for `duration_ns` (no CPU work: the host's speed does not apply)."""
         with self.lock:
             self.link.advance_host(duration_ns)
 
-    def subclass_op(self, tensors: int) -> None:
-        """A tensor subclass (DTensor) dispatches an op with `tensors` subclass arguments itself."""
+    def _charge(self, cost_ns: int) -> None:
+        """Advance the host clock by a host-model cost, at this rank's host speed."""
+        link = self.link
+        link.advance_host(round(cost_ns * self.host_speed.factor(link.host_ns)))
+
+    def subclass_op(self, tensors: int, *, backward: bool = False) -> None:
+        """A tensor subclass (DTensor) dispatches an op with `tensors` subclass arguments itself;
+        `backward`: the autograd engine issued the op (models/host.py)."""
         with self.lock:
             self.stats.subclass_ops += 1
-            self.link.advance_host(self.host.subclass_op_ns(tensors))
+            self.stats.subclass_backward_ops += backward
+            self._charge(self.host.subclass_op_ns(tensors, backward=backward))
 
     def host_contention(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
@@ -144,8 +162,7 @@ class Session:
             self._note_generic(op)
         detail = describe_tensors(op) if self.config.trace else ""
         with self.lock:
-            self.link.advance_host(self._with_contention(self.host.op_ns(op, backward=backward))
-                                   + self._gemm_select_ns(op))
+            self._charge(self._with_contention(self.host.op_ns(op, backward=backward)) + self._gemm_select_ns(op))
             self.link.kernel(self.stream_id(stream), estimate.duration_ns, op.name, flops=estimate.flops,
                              bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class, detail=detail)
             self._count(estimate)
@@ -181,7 +198,7 @@ class Session:
         """An op that launches no kernel (a view, an allocation): only host time."""
         with self.lock:
             self.stats.host_only_ops += 1
-            self.link.advance_host(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
+            self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
@@ -206,13 +223,13 @@ class Session:
             else:  # the coordinator sees one device per rank: wait for this device's streams one by one
                 for key in sorted(k for k in self._streams_used if k[0] == device):
                     self.link.sync("stream", stream_id=encode_stream(*key))
-            self.link.advance_host(self.host.sync_ns())
+            self._charge(self.host.sync_ns())
             self.allocators[device].synchronize()
 
     def synchronize_stream(self, stream: StreamKey) -> None:
         with self.lock:
             self.wait_for_stream(stream)
-            self.link.advance_host(self.host.sync_ns())
+            self._charge(self.host.sync_ns())
 
     def wait_for_stream(self, stream: StreamKey) -> None:
         """The host blocks until `stream`'s work so far is done (a blocking copy or `.item()`)."""

@@ -151,20 +151,21 @@ def test_trace_is_chrome_json_with_a_process_per_rank(tmp_path):
 def test_summary_names_the_host_time_mode(tmp_path):
     network = NetworkSimulator(Topology(CLUSTER))
     s = summarise(Coordinator(2, network), tmp_path, processes=[])
-    assert s["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0}
+    assert s["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0, "contention": "h200-vm"}
     text = io.StringIO()
     print_summary(s, file=text)
-    assert "host model (deterministic)" in text.getvalue() and "constants x" not in text.getvalue()
-    scaled = summarise(Coordinator(2, network), tmp_path, processes=[], host_time_scale=0.7)
+    assert "host model (deterministic), hosts contended as the H200 VMs'" in text.getvalue() and "constants x" not in text.getvalue()
+    scaled = summarise(Coordinator(2, network), tmp_path, processes=[], host_time_scale=0.7, host_contention="none")
     text = io.StringIO()
     print_summary(scaled, file=text)
-    assert "host model (deterministic), constants x0.7" in text.getvalue()
+    assert "host model (deterministic), constants x0.7, dedicated hosts" in text.getvalue()
     for rank, ns in ((0, 3_000_000), (1, 1_000_000)):
         (tmp_path / f"rank{rank}").mkdir()
         (tmp_path / f"rank{rank}" / "result.json").write_text(json.dumps(
             {"rank": rank, "host_ns": 5, "host_time": "measured", "host_time_measured_ns": ns}))
     s = summarise(Coordinator(2, network), tmp_path, processes=[], host_time="measured", host_time_scale=0.5)
-    assert s["host_time"] == {"mode": "measured", "deterministic": False, "scale": 0.5, "measured_s": 0.002}
+    assert s["host_time"] == {"mode": "measured", "deterministic": False, "scale": 0.5, "measured_s": 0.002,
+                              "contention": "h200-vm"}
     text = io.StringIO()
     print_summary(s, file=text)
     assert "measured CPU time x0.5: 2.00 ms charged per rank (varies between runs)" in text.getvalue()

@@ -1,0 +1,98 @@
+"""Fit the host cost of DTensor's own dispatch (models/host.py `subclass_op_ns`, `subclass_backward_op_ns`)
+on the tensor-parallel steps' host phases.
+
+Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under data/h200/
+(benchmarks/workloads/timeline.py; calls 14-15 and session 5's, on leases of different contention). A
+rank's forward host time is its first layer's start to its last layer's end, its backward host time the
+loss mark to the backward mark; the mean over every rank and recorded step is the *mean host's* (the one
+the host model's constants stand for: models/host_contention.py Note [Contended hosts]), contention
+included at the rate those leases had it.
+
+Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention
+none --host-time-scale` the contended hosts' mean factor), its own timeline, and the ranks' counts of
+subclass ops issued by the autograd engine. The backward constant then moves by the backward's host
+time the simulation has too much, over those ops:
+
+    new = current - (simulated - real) / backward subclass ops per rank and step
+
+The forward is printed beside it (its ops include the optimizer's and clip's, so it is not solved for).
+Runs the three simulations (a few minutes on two cores):
+
+    python benchmarks/h200/fit_subclass_ops.py
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from phantora.models.host import H200_HOST  # noqa: E402
+from phantora.models.host_contention import H200_VM  # noqa: E402
+
+LLAMA = ["--ac", "none", "--dim", "2048", "--n-layers", "16", "--n-heads", "32", "--n-kv-heads", "8", "--ffn-dim",
+         "8192", "--vocab", "128256", "--seq", "4096", "--batch", "2", "--steps", "6"]
+CONFIGS = {
+    "llama_l1b_tp2": (2, ["--parallel", "tp"]),
+    "llama_l1b_tp4": (4, ["--parallel", "tp"]),
+    "llama_l1b_fsdp2_tp2": (4, ["--parallel", "fsdp_tp", "--tp", "2"]),
+}
+
+
+def phase_means(directories: list[str]) -> tuple[float, float, int]:
+    """Mean forward and backward host ms over every rank and step of these timelines, and the sample count."""
+    forward, backward = [], []
+    for directory in directories:
+        for path in sorted(glob.glob(os.path.join(directory, "rank*.json"))):
+            with open(path) as f:
+                steps = json.load(f)["steps"]
+            for step in steps:
+                marks = {label: host for label, host, _ in step}
+                last = max((label for label in marks if label.endswith(".fwd_end")), key=lambda s: int(s[1:].split(".")[0]))
+                forward.append((marks[last] - marks["L0.fwd"]) / 1000)
+                backward.append((marks["backward"] - marks["loss"]) / 1000)
+    return statistics.mean(forward), statistics.mean(backward), len(forward)
+
+
+def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float]:
+    """Forward and backward host ms of the mean host, and backward subclass ops per rank and step."""
+    timeline = os.path.join(out, "timeline")
+    command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(world),
+               "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
+               "--out", out, os.path.join(ROOT, "benchmarks", "workloads", "llama_train.py"), *args, *LLAMA]
+    env = {**os.environ, "PHANTORA_BENCH_TIMELINE": timeline, "PYTHONPATH": os.path.join(ROOT, "src")}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    forward, backward, _ = phase_means([timeline])
+    steps = int(LLAMA[LLAMA.index("--steps") + 1])
+    ops = [json.load(open(os.path.join(out, f"rank{r}", "result.json")))["subclass_backward_ops"] for r in range(world)]
+    return forward, backward, statistics.mean(ops) / steps
+
+
+def main() -> None:
+    current = H200_HOST.subclass_backward_op_ns / 1000
+    implied, weights = [], []
+    for config, (world, args) in CONFIGS.items():
+        real = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline",
+                                                                         config, "rank0.json"), recursive=True)})
+        real_fwd, real_bwd, samples = phase_means(real)
+        with tempfile.TemporaryDirectory() as out:
+            sim_fwd, sim_bwd, ops = simulate(config, world, args, out)
+        new = current - (sim_bwd - real_bwd) * 1000 / ops
+        implied.append(new)
+        weights.append(samples)
+        print(f"{config}: real (n={samples}) forward {real_fwd:.1f} / backward {real_bwd:.1f} ms; "
+              f"simulated {sim_fwd:.1f} / {sim_bwd:.1f} ms with {ops:.0f} backward subclass ops per step "
+              f"-> subclass_backward_op_ns {new:.1f} us")
+    pooled = sum(i * w for i, w in zip(implied, weights)) / sum(weights)
+    print(f"pooled (weighted by real samples): subclass_backward_op_ns = {pooled:.1f} us (now {current:.1f})")
+
+
+if __name__ == "__main__":
+    main()

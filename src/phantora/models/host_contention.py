@@ -1,0 +1,105 @@
+"""Host contention: the CPUs of a job's ranks do not all run at one speed, and the job waits for the slowest.
+
+Note [Contended hosts]
+On the H200 machines the host model was measured on (VMs), a process's main thread runs at one of two
+speeds, and which one changes about every half second (data/h200/call14/README.md; fit:
+benchmarks/h200/fit_host_contention.py over 387 host-speed probes of real runs on three leases):
+- about half the time (0.47; 0.28, 0.40 and 0.72 on the three leases) its vCPU is contended below the
+  guest, and the same host work takes 1.47x as long (a rank's forward host time in steps that were
+  contended throughout, over uncontended steps; a pure-Python loop 1.7x, kernel launches 1.4x);
+- the state of one rank persists for a correlation time of ~0.4 s (step to step it leaves "contended"
+  with probability 0.30 and enters it with 0.26, 232 ms apart) and is independent of the other ranks'.
+
+The host model's constants (models/host.py) were fitted on these hosts, at whatever contention their
+runs had: they are the mean host's. A single process therefore keeps them. A job of N ranks does not:
+at each collective whose peers wait on host work (a tensor-parallel layer's all-reduce) every GPU waits
+for the slowest host, and the more ranks, the likelier one of them is contended (0.72 of the time for
+2 ranks, 0.92 for 4). Drawing each rank's state at random would make a short run's prediction a single
+draw; instead each rank gets the *expected* speed of its place among N hosts drawn from that
+distribution: the k-th fastest of N is contended when at least N-k+1 of them are, a binomial tail, so
+its expected time factor is 1 + (c - 1) P(Binomial(N, p) >= N-k+1). Over the ranks these factors
+average the mean host's, so the work of the whole job is unchanged; only its spread is new. Which rank
+holds which place is a seeded permutation that changes every `dwell_s` of the rank's simulated host
+time, as the contended vCPUs move: deterministic, the same on every run.
+
+"none" gives every rank the uncontended host (the mean host's constants over the mean factor): a
+cluster of dedicated machines.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+PERMUTATION_SEED = 20261122
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostContention:
+    """How often a rank's host CPU is contended, how much slower it then is, and how long that lasts."""
+
+    contended_fraction: float
+    """Probability that a rank's host is contended at a given moment."""
+    contended_factor: float
+    """Host time of the same work on a contended host over an uncontended one."""
+    dwell_s: float
+    """How long the hosts keep their places before the contended ones move (the correlation time)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.contended_fraction <= 1 or self.contended_factor < 1 or self.dwell_s <= 0:
+            raise ValueError(f"invalid host contention {self}")
+
+    def mean_factor(self) -> float:
+        """Expected host time factor of one host, relative to an uncontended one."""
+        return 1 + (self.contended_factor - 1) * self.contended_fraction
+
+    def place_factors(self, n: int) -> list[float]:
+        """Expected host time factor, relative to an uncontended host, of the fastest to the slowest of `n`."""
+        p, extra = self.contended_fraction, self.contended_factor - 1
+        return [1 + extra * _binomial_tail(n, p, n - k + 1) for k in range(1, n + 1)]
+
+
+def _binomial_tail(n: int, p: float, at_least: int) -> float:
+    """P(Binomial(n, p) >= at_least)."""
+    return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(at_least, n + 1))
+
+
+H200_VM = HostContention(contended_fraction=0.47, contended_factor=1.47, dwell_s=0.4)
+"""The lent H200 machines' hosts (Note [Contended hosts]); the host model's constants are their mean host's."""
+DEDICATED = HostContention(contended_fraction=0.0, contended_factor=1.0, dwell_s=1.0)
+"""Hosts whose CPUs nothing else contends."""
+
+HOST_CONTENTION = {"h200-vm": H200_VM, "none": DEDICATED}
+"""`--host-contention` choices; "h200-vm" (the hosts the host model was measured on) is the default."""
+
+
+class HostSpeed:
+    """One rank's host time factor over simulated time, relative to the host model's constants (the
+    mean host of `reference`), on hosts contended as `contention` says."""
+
+    __slots__ = ("_rank", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
+
+    def __init__(self, contention: HostContention, rank: int, world_size: int, *,
+                 reference: HostContention = H200_VM) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside a world of {world_size}")
+        mean = reference.mean_factor()
+        self._rank = rank
+        self._factors = [f / mean for f in contention.place_factors(world_size)]
+        self._uniform = self._factors[0] == self._factors[-1]
+        self._dwell_ns = round(contention.dwell_s * 1e9)
+        self._interval = None
+        self._factor = self._factors[0]
+
+    def factor(self, t_ns: int) -> float:
+        """Host time factor of work that starts at simulated host time `t_ns`."""
+        if self._uniform:
+            return self._factor
+        interval = t_ns // self._dwell_ns
+        if interval != self._interval:
+            self._interval = interval
+            places = list(range(len(self._factors)))
+            random.Random(PERMUTATION_SEED + interval).shuffle(places)
+            self._factor = self._factors[places[self._rank]]
+        return self._factor
