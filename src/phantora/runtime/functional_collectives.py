@@ -100,7 +100,7 @@ def all_to_all_single(mode, func, args, kwargs):
     pg = _group(group_name)
     _issue(pg, "all_to_all", [(_nbytes(inp), [inp])], out)
     if shadows:
-        shadows.all_to_all(inp, out, pg.rank(), pg.size(), (output_splits, input_splits))
+        shadows.all_to_all(inp, out, pg.rank(), list(pg.global_ranks), (output_splits, input_splits))
     return out
 
 

@@ -11,6 +11,7 @@ to the GPU and comes back unchanged reads its real values (Note [Shadow values])
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -183,18 +184,22 @@ def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
 # aims for), with the fluctuations a real router has. Balanced counts alone would give every expert
 # the same row count in every layer and step, where a real run's row counts vary, and a GEMM of a
 # row count the process has not run before pays cuBLAS's algorithm selection on the host
-# (models/host.py `gemm_select_ns`). The draw is seeded by the number of placeholder counts this
-# process has made, so it repeats from run to run and is the same on every rank (the programs make
-# the same calls in the same order): a symmetric shadow (Note [Shadow values]), so the counts stay
-# real on the host through the all-to-all that exchanges them. An input with a shadow is counted for
-# real. CUDA's bincount first reads the input's largest and smallest values on the host (two
-# reductions and two device-to-host reads), which the handler issues too.
+# (models/host.py `gemm_select_ns`). Each rank routes its own tokens, so each rank draws its own
+# counts, seeded by the number of placeholder counts this process has made and by its rank: they
+# repeat from run to run, and every rank can compute any rank's draw (the programs make the same
+# calls in the same order). The shadow is therefore known on every rank (Note [Shadow values]), and
+# the counts stay real on the host through the all-to-all that exchanges them. A local expert's rows
+# are then a sum of independent draws, as on a GPU (data/h200/call14: sd 73-170 rows per expert and
+# step real; one draw shared by all ranks gave multiples of the world size, sd 170, and fewer new row
+# counts). An input with a shadow is counted for real. CUDA's bincount first reads the input's
+# largest and smallest values on the host (two reductions and two device-to-host reads), which the
+# handler issues too.
 ROUTING_SEED = 20261122
 
 
-def random_counts(n: int, bins: int, draw: int) -> torch.Tensor:
-    """n elements over `bins`, each bin drawn uniformly; the same counts for the same `draw`."""
-    generator = torch.Generator().manual_seed(ROUTING_SEED + draw)
+def random_counts(n: int, bins: int, draw: int, rank: int) -> torch.Tensor:
+    """n elements over `bins`, each bin drawn uniformly; the same counts for the same `draw` and `rank`."""
+    generator = torch.Generator().manual_seed((ROUTING_SEED + draw) * 1_000_003 + rank)
     return torch.bincount(torch.randint(bins, (n,), generator=generator), minlength=bins)
 
 
@@ -212,18 +217,26 @@ def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
                                   "(docs/runtime.md, Values)")
     for extreme in (aten.max.default, aten.min.default):
         _read_to_host(mode, mode.run_fake(extreme, (t,), {}), blocking=True)
+    rank = mode.session.config.rank
     if real is not None:
-        values, symmetric = torch.bincount(real, minlength=minlength), shadows.symmetric(t)
+        values = torch.bincount(real, minlength=minlength)
+        others = shadows.everyone(t)
+        everyone = None if others is None else functools.partial(_bincount_of, others, minlength)
     else:
-        values, symmetric = random_counts(t.numel(), minlength, mode.session.stats.placeholders["bincount"]), True
+        everyone = functools.partial(random_counts, t.numel(), minlength, mode.session.stats.placeholders["bincount"])
+        values = everyone(rank)
         mode.session.note_placeholder("bincount")
     with mode.fake_mode:
         out = torch.empty(values.shape, dtype=torch.int64, device=t.device)
     device = _device_of(t)
     mode.recorder.memory.track_new_storage(out, mode.recorder.current_stream_id(device))
     mode.recorder.launch(OpCall(str(func), (tensor_meta(t),), (), (tensor_meta(out),)), device)
-    shadows.set(out, values, symmetric=symmetric)
+    shadows.set(out, values, everyone=everyone)
     return out
+
+
+def _bincount_of(everyone, minlength: int, rank: int) -> torch.Tensor:
+    return torch.bincount(everyone(rank), minlength=minlength)
 
 
 HANDLERS = {

@@ -12,20 +12,27 @@ setup). Any other kernel that writes the storage drops the shadow, as does any c
 a broadcast (every rank's program puts the same values there, which is what a broadcast makes
 true on a real cluster).
 
-A shadow is *symmetric* when every rank holds the same values by construction: a placeholder that
-does not depend on the rank (Note [Random routing] in runtime/handlers.py) and what ops compute
-from symmetric shadows alone. An all-to-all of a symmetric shadow is then known without the other
-ranks' data: rank r receives block r of every rank's input, which is block r of its own
-(`Shadows.all_to_all`); the result is no longer symmetric.
+Some shadows are known on *every* rank by construction: a placeholder drawn from a seed every rank
+can compute for any rank (Note [Random routing] in runtime/handlers.py), and what ops compute from
+such shadows alone. Their entry then holds a function from a global rank to that rank's values
+(`Everyone`). An all-to-all of such a shadow is known without the other ranks' data: rank r receives
+block r of every rank s's input, computed as s would (`Shadows.all_to_all`), and the result is known
+on every rank of the group in the same way.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Callable
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 MAX_SHADOW_BYTES = 1 << 16
+
+Everyone = Callable[[int], torch.Tensor]
+"""A global rank -> the values that rank's program holds in the same place (each rank's shadow)."""
 
 
 def _view(t: torch.Tensor) -> tuple:
@@ -40,23 +47,25 @@ def _contiguous_strides(shape: tuple) -> tuple:
     return tuple(reversed(strides))
 
 
-def _inside(view: tuple, values: torch.Tensor, t: torch.Tensor) -> torch.Tensor | None:
-    """`t`'s values, if `t` reads only elements of the contiguous `view` whose values are known."""
+def _inside(view: tuple, values: torch.Tensor, target: tuple) -> torch.Tensor | None:
+    """The values of the view `target` (`_view` of a tensor), if it reads only elements of the contiguous
+    `view` whose values are known."""
     shape, stride, offset, dtype = view
-    if dtype != t.dtype or tuple(stride) != _contiguous_strides(shape):
+    t_shape, t_stride, t_offset, t_dtype = target
+    if dtype != t_dtype or tuple(stride) != _contiguous_strides(shape):
         return None
-    first = t.storage_offset() - offset
-    last = first + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0)
-    if t.numel() == 0 or any(s < 0 for s in t.stride()) or first < 0 or last >= values.numel():
+    first = t_offset - offset
+    last = first + sum((n - 1) * s for n, s in zip(t_shape, t_stride) if n > 0)
+    if 0 in t_shape or any(s < 0 for s in t_stride) or first < 0 or last >= values.numel():
         return None
-    return torch.as_strided(values.reshape(-1), tuple(t.shape), tuple(t.stride()), first).clone()
+    return torch.as_strided(values.reshape(-1), t_shape, t_stride, first).clone()
 
 
 class Shadows:
-    """Fake storage -> (the view written, its real host values, whether every rank holds them)."""
+    """Fake storage -> (the view written, its real host values, every rank's values if known)."""
 
     def __init__(self) -> None:
-        self._by_storage: dict[int, tuple[tuple, torch.Tensor, bool]] = {}
+        self._by_storage: dict[int, tuple[tuple, torch.Tensor, Everyone | None]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._by_storage)
@@ -69,48 +78,50 @@ class Shadows:
             return
         with torch._C._DisableTorchDispatch():
             values = src.detach().to(dtype=dst.dtype).expand(dst.shape).clone()
-        self._by_storage[key] = (_view(dst), values, False)
+        self._by_storage[key] = (_view(dst), values, None)
 
-    def _known(self, t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
-        """`t`'s real values and whether every rank holds them, if known: `t` is the view written (from
-        the host, or by an op on shadowed inputs) and unchanged since, or lies inside it (`tolist()`
-        reads elements one by one)."""
+    def _known(self, t: torch.Tensor) -> tuple[torch.Tensor, Everyone | None] | None:
+        """`t`'s real values and every rank's, if known: `t` is the view written (from the host, or by an
+        op on shadowed inputs) and unchanged since, or lies inside it (`tolist()` reads elements one by
+        one)."""
         entry = self._by_storage.get(t.untyped_storage()._cdata)
         if entry is None:
             return None
-        view, values, symmetric = entry
+        view, values, everyone = entry
         if view != _view(t):
-            values = _inside(view, values, t)
+            values = _inside(view, values, _view(t))
             if values is None:
                 return None
-        return values, symmetric
+            if everyone is not None:
+                everyone = functools.partial(_view_of_everyone, everyone, view, _view(t))
+        return values, everyone
 
     def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
         """The real values of fake `t`, if known."""
         known = self._known(t)
         return None if known is None else known[0]
 
-    def symmetric(self, t: torch.Tensor) -> bool:
-        """Whether `t` has known values that every rank holds alike."""
+    def everyone(self, t: torch.Tensor) -> Everyone | None:
+        """Every rank's values of `t`, if known by construction."""
         known = self._known(t)
-        return known is not None and known[1]
+        return None if known is None else known[1]
 
-    def set(self, t: torch.Tensor, values: torch.Tensor, *, symmetric: bool = False) -> None:
-        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, symmetric)
+    def set(self, t: torch.Tensor, values: torch.Tensor, *, everyone: Everyone | None = None) -> None:
+        """`t` holds `values` on this rank (and `everyone(r)` on rank r, if given)."""
+        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, everyone)
 
     def propagate(self, func, flat: list, spec, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
         `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
         the op's written inputs keep valid shadows)."""
-        real = []
-        symmetric = True
+        real, per_rank = [], []
         for a in flat:
             if isinstance(a, FakeTensor):
                 known = self._known(a)
                 if known is None:
                     return False
                 real.append(known[0])
-                symmetric = symmetric and known[1]
+                per_rank.append(known[1])
             elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
                 return False
             elif isinstance(a, torch.device) and a.type != "cpu":
@@ -121,25 +132,28 @@ class Shadows:
         if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_SHADOW_BYTES
                            for o in outs):
             return False
-        r_args, r_kwargs = tree_unflatten(real, spec)
-        with torch._C._DisableTorchDispatch():
-            result = func(*r_args, **r_kwargs)
-        for o, r in zip(outs, [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]):
-            self.set(o, r, symmetric=symmetric)
+        results = _run_real(func, spec, real)
+        rank_results = None
+        if all(e is not None for e in per_rank):
+            rank_results = functools.lru_cache(maxsize=8)(functools.partial(_run_for_rank, func, spec, flat, per_rank))
+        for i, (o, r) in enumerate(zip(outs, results)):
+            everyone = None if rank_results is None else functools.partial(_nth, rank_results, i)
+            self.set(o, r, everyone=everyone)
         return True
 
-    def all_to_all(self, inp: torch.Tensor, out: torch.Tensor, rank: int, size: int, splits: tuple) -> None:
-        """`out` of an all-to-all of `inp` among `size` ranks: known when `inp`'s values are the same on
-        every rank and every split is even (None or equal blocks): rank r receives block r of its own
-        input from each rank."""
+    def all_to_all(self, inp: torch.Tensor, out: torch.Tensor, rank: int, group: list[int], splits: tuple) -> None:
+        """`out` of an all-to-all of `inp` among the global ranks `group` (this one is `group[rank]`): known
+        when every rank's `inp` is known and every split is even (None or equal blocks): group rank r
+        receives block r of each member's input."""
         known = self._known(inp)
-        if known is None or not known[1] or inp.shape[0] % size:
+        size = len(group)
+        if known is None or known[1] is None or inp.shape[0] % size:
             return
         block = inp.shape[0] // size
         if any(s is not None and list(s) != [block] * size for s in splits):
             return
-        mine = known[0].chunk(size)[rank]
-        self.set(out, mine.repeat(size, *([1] * (mine.dim() - 1))))
+        everyone = functools.partial(_received, known[1], tuple(group))
+        self.set(out, everyone(group[rank]), everyone=everyone)
 
     def drop(self, storage_key: int) -> None:
         self._by_storage.pop(storage_key, None)
@@ -149,6 +163,35 @@ class Shadows:
         for t in tensors:
             if isinstance(t, FakeTensor):
                 self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+
+def _run_real(func, spec, real: list) -> list[torch.Tensor]:
+    """`func` on real values (flattened arguments `real`): its tensor results, flattened."""
+    r_args, r_kwargs = tree_unflatten(real, spec)
+    with torch._C._DisableTorchDispatch():
+        result = func(*r_args, **r_kwargs)
+    return [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
+
+
+def _run_for_rank(func, spec, flat: list, per_rank: list, rank: int) -> list[torch.Tensor]:
+    """`func`'s results on `rank`: its fake inputs replaced by that rank's values, in order."""
+    values = iter(per_rank)
+    real = [next(values)(rank) if isinstance(a, FakeTensor) else a for a in flat]
+    return _run_real(func, spec, real)
+
+
+def _nth(results: Callable[[int], list[torch.Tensor]], i: int, rank: int) -> torch.Tensor:
+    return results(rank)[i]
+
+
+def _view_of_everyone(everyone: Everyone, view: tuple, target: tuple, rank: int) -> torch.Tensor:
+    return _inside(view, everyone(rank), target)
+
+
+def _received(everyone: Everyone, group: tuple[int, ...], rank: int) -> torch.Tensor:
+    """What global `rank` receives in an even all-to-all among `group`: its block of each member's input."""
+    mine = group.index(rank)
+    return torch.cat([everyone(member).chunk(len(group))[mine] for member in group])
 
 
 shadows = Shadows()
