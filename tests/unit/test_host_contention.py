@@ -27,6 +27,8 @@ def test_places_keep_the_mean_host_and_order_the_ranks():
     assert H200_VM.place_factors(4)[0] == pytest.approx(1 + (c - 1) * p ** 4)  # all 4 contended
     assert H200_VM.place_factors(64)[-1] == pytest.approx(c, abs=1e-6)
     assert H200_VM.place_factors(64)[0] == pytest.approx(1.0, abs=1e-6)
+    big = H200_VM.place_factors(8192)  # thousands of ranks: no overflow of the binomial terms
+    assert sum(big) / len(big) == pytest.approx(mean) and big[-1] == pytest.approx(c) and big[0] == pytest.approx(1.0)
     assert DEDICATED.place_factors(4) == [1.0] * 4
 
 

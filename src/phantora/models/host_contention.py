@@ -56,13 +56,23 @@ class HostContention:
 
     def place_factors(self, n: int) -> list[float]:
         """Expected host time factor, relative to an uncontended host, of the fastest to the slowest of `n`."""
-        p, extra = self.contended_fraction, self.contended_factor - 1
-        return [1 + extra * _binomial_tail(n, p, n - k + 1) for k in range(1, n + 1)]
+        tails = _binomial_tails(n, self.contended_fraction)
+        extra = self.contended_factor - 1
+        return [1 + extra * tails[n - k + 1] for k in range(1, n + 1)]
 
 
-def _binomial_tail(n: int, p: float, at_least: int) -> float:
-    """P(Binomial(n, p) >= at_least)."""
-    return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(at_least, n + 1))
+def _binomial_tails(n: int, p: float) -> list[float]:
+    """P(Binomial(n, p) >= j) for j = 0 .. n + 1; in log space, so that thousands of ranks neither
+    overflow the binomial coefficients nor underflow (1 - p)^n."""
+    if p <= 0 or p >= 1:
+        return [1.0] * (1 if p <= 0 else n + 1) + [0.0] * (n + 1 if p <= 0 else 1)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    pmf = [math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * log_p + (n - j) * log_q)
+           for j in range(n + 1)]
+    tails = [0.0] * (n + 2)
+    for j in range(n, -1, -1):
+        tails[j] = min(1.0, tails[j + 1] + pmf[j])
+    return tails
 
 
 H200_VM = HostContention(contended_fraction=0.47, contended_factor=1.47, dwell_s=0.4)
