@@ -135,7 +135,9 @@ class Shadows:
         results = _run_real(func, spec, real)
         rank_results = None
         if all(e is not None for e in per_rank):
-            rank_results = functools.lru_cache(maxsize=8)(functools.partial(_run_for_rank, func, spec, flat, per_rank))
+            # the fake inputs' places only: holding them would keep their storages alive in the memory model
+            places = tuple(_FAKE if isinstance(a, FakeTensor) else a for a in flat)
+            rank_results = functools.lru_cache(maxsize=8)(functools.partial(_run_for_rank, func, spec, places, per_rank))
         for i, (o, r) in enumerate(zip(outs, results)):
             everyone = None if rank_results is None else functools.partial(_nth, rank_results, i)
             self.set(o, r, everyone=everyone)
@@ -173,10 +175,14 @@ def _run_real(func, spec, real: list) -> list[torch.Tensor]:
     return [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
 
 
-def _run_for_rank(func, spec, flat: list, per_rank: list, rank: int) -> list[torch.Tensor]:
-    """`func`'s results on `rank`: its fake inputs replaced by that rank's values, in order."""
+_FAKE = object()
+"""Marks where a fake tensor input was, in the arguments `_run_for_rank` keeps."""
+
+
+def _run_for_rank(func, spec, places: tuple, per_rank: list, rank: int) -> list[torch.Tensor]:
+    """`func`'s results on `rank`: the fake inputs (`_FAKE` in `places`) replaced by that rank's values, in order."""
     values = iter(per_rank)
-    real = [next(values)(rank) if isinstance(a, FakeTensor) else a for a in flat]
+    real = [next(values)(rank) if a is _FAKE else a for a in places]
     return _run_real(func, spec, real)
 
 
