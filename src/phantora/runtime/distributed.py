@@ -46,6 +46,19 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def check_split_sizes(split_sizes, tensor: torch.Tensor, group_size: int) -> None:
+    """ProcessGroupNCCL's checks of an all-to-all's split sizes for `tensor` (c10d `checkSplitSizes`), with
+    its messages: a program that a GPU run would stop here stops here too."""
+    if not split_sizes:
+        if tensor.dim() == 0 or tensor.shape[0] % group_size:
+            raise RuntimeError("Tensor's dim 0 does not divide equally across group size")
+        return
+    if len(split_sizes) != group_size:
+        raise RuntimeError("Number of tensor splits not equal to group size")
+    if sum(split_sizes) != tensor.shape[0]:
+        raise RuntimeError("Split sizes doesn't match total dim 0 size")
+
+
 def _device_index(tensors: list[torch.Tensor]) -> int:
     for t in tensors:
         if t.device.type == "cuda":
@@ -396,6 +409,8 @@ class SimulatedNcclGroup(dist.ProcessGroup):
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        check_split_sizes(output_split_sizes, output, self.size())
+        check_split_sizes(input_split_sizes, input, self.size())
         return self._launch("all_to_all", _nbytes(input), [output, input], [output])
 
     all_to_all_single = alltoall_base

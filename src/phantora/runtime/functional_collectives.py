@@ -14,7 +14,7 @@ import torch
 import torch.distributed._functional_collectives as fc
 import torch.distributed.distributed_c10d as c10d
 
-from phantora.runtime.distributed import SimulatedNcclGroup, _nbytes, unwaited
+from phantora.runtime.distributed import SimulatedNcclGroup, _nbytes, check_split_sizes, unwaited
 from phantora.runtime.shadows import shadows
 
 
@@ -96,8 +96,10 @@ def reduce_scatter_tensor_coalesced(mode, func, args, kwargs):
 
 def all_to_all_single(mode, func, args, kwargs):
     inp, output_splits, input_splits, group_name = args[:4]
-    out = _result(mode, func, args, kwargs)
     pg = _group(group_name)
+    check_split_sizes(input_splits, inp, pg.size())
+    out = _result(mode, func, args, kwargs)
+    check_split_sizes(output_splits, out, pg.size())
     _issue(pg, "all_to_all", [(_nbytes(inp), [inp])], out)
     if shadows:
         shadows.all_to_all(inp, out, pg.rank(), list(pg.global_ranks), (output_splits, input_splits))
