@@ -3,7 +3,7 @@
 Reads every layer timeline recorded with PHANTORA_BENCH_SCHED=1 under data/h200/ (a probe after each
 step and rank: `python_loop_us`, a fixed pure-Python loop; benchmarks/workloads/timeline.py) and prints:
 
-- the contended fraction: probes slower than THRESHOLD_US over all probes (uncontended ones take
+- the contended fraction: probes slower than THRESHOLD_US over all probes, and per call (uncontended ones take
   4.4-5.3 ms, contended 6.5-10.5 ms: data/h200/call14/README.md);
 - how fast the state changes: transitions between consecutive steps' probes of one rank, and the
   correlation time they give;

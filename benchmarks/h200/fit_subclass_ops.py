@@ -2,7 +2,7 @@
 on the tensor-parallel steps' host phases.
 
 Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under data/h200/
-(benchmarks/workloads/timeline.py; calls 14-15 and session 5's, on leases of different contention). A
+(benchmarks/workloads/timeline.py; calls 14, 15 and 27 and session 5's, on leases of different contention). A
 rank's forward host time is its first layer's start to its last layer's end, its backward host time the
 loss mark to the backward mark; the mean over every rank and recorded step is the *mean host's* (the one
 the host model's constants stand for: models/host_contention.py Note [Contended hosts]), contention
