@@ -6,6 +6,7 @@ Modes (run on the GPU machine, torch, nvidia-smi and the driver's NVML library o
     python3 gpu_clocks.py nvml --out F.csv.gz -- COMMAND ...    # NVML every 2 ms: clock and instant power
     python3 gpu_clocks.py gemm --out F.json                     # one GPU: GEMM bursts of growing length
     python3 gpu_clocks.py duty --out F.json                     # one GPU: GEMMs on and off, mixes
+    python3 gpu_clocks.py controller --out F.json               # one GPU: step-like GEMM square waves
 
 `sample` writes nvidia-smi's CSV (timestamp, GPU index, SM clock MHz, memory clock MHz, power W,
 temperature C, active clock-event reasons) for every GPU while the command runs; the command's own
@@ -19,7 +20,10 @@ what a training step's phases draw. `nvml` reads NVML directly (ctypes on libnvi
 SM clock, *instantaneous* power (field NVML_FI_DEV_POWER_INSTANT, with the time the driver took it) and
 clock-event reasons, every 2 ms. `duty` runs the power cap's step and duty-cycle responses: bf16 8192^3
 GEMMs continuously and on/off at several periods, a memory-bound add, GEMMs mixed with adds, and the 8B
-Llama's MLP GEMM; every GEMM is timed with CUDA events.
+Llama's MLP GEMM; every GEMM is timed with CUDA events. `controller` runs square waves of GEMMs with the
+periods of training steps (busy 0.7 s / idle 0.3 s like the 8B FSDP2 step, 1.5 / 0.3 s like TorchTitan's
+8B, 0.4 / 0.1 s, 0.85 / 0.15 s), 8 s each after an idle second: the clock controller's response to a
+periodic load whose period is near its one-second window (run it under `nvml`).
 """
 
 from __future__ import annotations
@@ -220,6 +224,40 @@ def duty(args: argparse.Namespace) -> int:
     return 0
 
 
+def controller(args: argparse.Namespace) -> int:
+    """Step-like square waves of GEMMs (GPU 0): busy for on_ms, idle for off_ms, for `seconds`."""
+    import torch
+
+    kernels = warm_kernels({"gemm": (8192, 8192, 8192)}, add="add")
+    plan = [(700, 300, 8.0), (1500, 300, 8.0), (400, 100, 6.0), (850, 150, 8.0)]
+    runs = []
+    for on_ms, off_ms, seconds in plan:
+        time.sleep(1.0)
+        t_start = time.time()
+        timed: list[tuple[float, float]] = []  # (wall time at the chunk's sync, GEMM ms)
+        while time.time() - t_start < seconds:
+            busy_start = time.time()
+            while (time.time() - busy_start) * 1000 < on_ms:
+                events = []
+                for _ in range(10):
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    kernels["gemm"]()
+                    e1.record()
+                    events.append((e0, e1))
+                torch.cuda.synchronize()
+                now = time.time()
+                timed += [(round(now, 4), round(e0.elapsed_time(e1), 4)) for e0, e1 in events]
+            time.sleep(off_ms / 1000)
+        runs.append({"on_ms": on_ms, "off_ms": off_ms, "wall_start_s": t_start, "wall_end_s": time.time(),
+                     "gemms": timed})
+        ms = sorted(g for _, g in timed)
+        print(f"on {on_ms} / off {off_ms} ms: {len(timed)} GEMMs, median {ms[len(ms) // 2]:.3f} ms", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs}, f)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -230,14 +268,14 @@ def main() -> int:
     n.add_argument("--out", required=True)
     n.add_argument("--period-ms", type=float, default=2.0)
     n.add_argument("command", nargs=argparse.REMAINDER)
-    for mode in ("gemm", "duty"):
+    for mode in ("gemm", "duty", "controller"):
         sub.add_parser(mode).add_argument("--out", required=True)
     args = p.parse_args()
     if shutil.which("nvidia-smi") is None:
         raise SystemExit("gpu_clocks.py: nvidia-smi not found (run it on the GPU machine)")
     if args.mode in ("sample", "nvml") and args.command[:1] == ["--"]:
         args.command = args.command[1:]
-    return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty}[args.mode](args)
+    return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty, "controller": controller}[args.mode](args)
 
 
 if __name__ == "__main__":
