@@ -9,14 +9,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c15
-probe() {
-  python3 benchmarks/h200/host_probe.py --label "$1 alone" >> $OUT/c15/probe.jsonl
-  for g in 0 1 2 3; do
-    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/h200/host_probe.py --label "$1 four, gpu $g" >> $OUT/c15/probe.jsonl &
-  done
-  wait
-}
-probe start
+source benchmarks/h200/host_probes.sh
+host_probes start $OUT/c15/probe.jsonl
 grep -m1 "model name" /proc/cpuinfo > $OUT/c15/env.txt; nproc >> $OUT/c15/env.txt
 python3 -c "import torch,sys; print(torch.__version__, sys.version)" >> $OUT/c15/env.txt
 CUDA_VISIBLE_DEVICES=0 python3 benchmarks/h200/measure_launch_bound.py --out $OUT/c15/launch_bound.json 2>&1 | grep -v USDT > $OUT/c15/launch_bound.log
@@ -26,13 +20,13 @@ for i in 1 2; do
   CUDA_VISIBLE_DEVICES=0 python3 benchmarks/workloads/llama_train.py --parallel none --ac none --dim 512 --n-layers 4 --n-heads 8 --n-kv-heads 4 \
     --ffn-dim 1536 --vocab 32000 --seq 512 --batch 2 --steps 30 2>&1 | tail -1 > $OUT/c15/gt_llama_tiny_$i.json
 done
-probe middle
+host_probes middle $OUT/c15/probe.jsonl
 cd benchmarks/h200
 python3 profile_steps.py --out $OUT/c15 --host-calls --steps 8 --only llama_l1b_tp2,llama_l1b_tp4,llama_l1b_fsdp4 2>&1 | grep -v USDT
 PHANTORA_BENCH_SCHED=1 python3 profile_steps.py --out $OUT/c15 --timeline --steps 12 \
     --only llama_l1b_tp2,llama_l1b_tp4,llama_l1b_fsdp2_tp2,llama_l1b_ddp2 2>&1 | grep -v USDT
 cd ../..
-probe end
+host_probes end $OUT/c15/probe.jsonl
 cat $OUT/c15/probe.jsonl
 python3 -c "
 import json,glob

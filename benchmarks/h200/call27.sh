@@ -8,21 +8,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c27
-probe() {
-  python3 benchmarks/h200/host_probe.py --label "$1 alone" >> $OUT/c27/probe.jsonl
-  for g in 0 1 2 3; do
-    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/h200/host_probe.py --label "$1 four, gpu $g" >> $OUT/c27/probe.jsonl &
-  done
-  wait
-}
-probe start
+source benchmarks/h200/host_probes.sh
+host_probes start $OUT/c27/probe.jsonl
 nproc > $OUT/c27/env.txt; grep -m1 "model name" /proc/cpuinfo >> $OUT/c27/env.txt
 cd benchmarks/h200
 PHANTORA_BENCH_SCHED=1 python3 profile_steps.py --out $OUT/c27 --timeline --steps 12 --deadline-s 300 \
     --only llama_l1b_tp4,llama_l1b_tp2,llama_l1b_fsdp2_tp2,moe_ep4,llama_tiny_1gpu 2>&1 | grep -v USDT
 echo "timelines done $(( $(date +%s) - T0 )) s"
 cd ../..
-probe middle
+host_probes middle $OUT/c27/probe.jsonl
 cd benchmarks/h200
 i=0
 for name in llama_tiny_1gpu nanogpt_tiny_1gpu moe_ep4 llama_l1b_tp4; do
@@ -31,7 +25,7 @@ for name in llama_tiny_1gpu nanogpt_tiny_1gpu moe_ep4 llama_l1b_tp4; do
       | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200
 done
 cd ../..
-probe end
+host_probes end $OUT/c27/probe.jsonl
 cat $OUT/c27/probe.jsonl
 grep -ho '"step_s_median": [0-9.]*' $OUT/c27/timeline/*.log
 (cd $OUT && tar czf call27.tgz c27)

@@ -34,6 +34,7 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
+from fit_host_contention import forward_host_ms  # noqa: E402  (this script's folder)
 from phantora.models.host import H200_HOST  # noqa: E402
 from phantora.models.host_contention import H200_VM  # noqa: E402
 
@@ -55,8 +56,7 @@ def phase_means(directories: list[str]) -> tuple[float, float, int]:
                 steps = json.load(f)["steps"]
             for step in steps:
                 marks = {label: host for label, host, _ in step}
-                last = max((label for label in marks if label.endswith(".fwd_end")), key=lambda s: int(s[1:].split(".")[0]))
-                forward.append((marks[last] - marks["L0.fwd"]) / 1000)
+                forward.append(forward_host_ms(step))
                 backward.append((marks["backward"] - marks["loss"]) / 1000)
     return statistics.mean(forward), statistics.mean(backward), len(forward)
 

@@ -183,6 +183,23 @@ def nvml_sample(args: argparse.Namespace) -> int:
     return child.returncode
 
 
+def timed_chunk(kernels: dict[str, Callable[[], object]], names: list[str]) -> list[tuple[float, str, float]]:
+    """Run the kernels `names` back to back, each timed with CUDA events, then synchronize: (wall time at
+    the synchronize, kernel, ms) for each."""
+    import torch
+
+    events = []
+    for k in names:
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        kernels[k]()
+        e1.record()
+        events.append((k, e0, e1))
+    torch.cuda.synchronize()
+    now = round(time.time(), 4)
+    return [(now, k, round(e0.elapsed_time(e1), 4)) for k, e0, e1 in events]
+
+
 def duty(args: argparse.Namespace) -> int:
     """GEMMs continuously, on/off at several periods, a memory-bound add, and mixes (GPU 0)."""
     import torch
@@ -202,17 +219,7 @@ def duty(args: argparse.Namespace) -> int:
         t_start = time.time()
         timed: list[tuple[float, str, float]] = []  # (wall time at the chunk's sync, kernel, ms)
         while time.time() - t_start < seconds:
-            events = []
-            for _ in range(repeats):
-                for k in pattern:
-                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    e0.record()
-                    kernels[k]()
-                    e1.record()
-                    events.append((k, e0, e1))
-            torch.cuda.synchronize()
-            now = time.time()
-            timed += [(round(now, 4), k, round(e0.elapsed_time(e1), 4)) for k, e0, e1 in events]
+            timed += timed_chunk(kernels, pattern * repeats)
             if idle_ms:
                 time.sleep(idle_ms / 1000)
         runs.append({"name": name, "pattern": pattern, "idle_ms": idle_ms, "wall_start_s": t_start,
@@ -238,16 +245,7 @@ def controller(args: argparse.Namespace) -> int:
         while time.time() - t_start < seconds:
             busy_start = time.time()
             while (time.time() - busy_start) * 1000 < on_ms:
-                events = []
-                for _ in range(10):
-                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    e0.record()
-                    kernels["gemm"]()
-                    e1.record()
-                    events.append((e0, e1))
-                torch.cuda.synchronize()
-                now = time.time()
-                timed += [(round(now, 4), round(e0.elapsed_time(e1), 4)) for e0, e1 in events]
+                timed += [(now, ms) for now, _, ms in timed_chunk(kernels, ["gemm"] * 10)]
             time.sleep(off_ms / 1000)
         runs.append({"on_ms": on_ms, "off_ms": off_ms, "wall_start_s": t_start, "wall_end_s": time.time(),
                      "gemms": timed})

@@ -85,16 +85,15 @@ HOST_CONTENTION = {"h200-vm": H200_VM, "none": DEDICATED}
 
 
 class HostSpeed:
-    """One rank's host time factor over simulated time, relative to the host model's constants (the
-    mean host of `reference`), on hosts contended as `contention` says."""
+    """One rank's host time factor over simulated time, relative to the host model's constants (the mean
+    host of `H200_VM`, where they were measured), on hosts contended as `contention` says."""
 
     __slots__ = ("_rank", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
 
-    def __init__(self, contention: HostContention, rank: int, world_size: int, *,
-                 reference: HostContention = H200_VM) -> None:
+    def __init__(self, contention: HostContention, rank: int, world_size: int) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
-        mean = reference.mean_factor()
+        mean = H200_VM.mean_factor()
         self._rank = rank
         self._factors = [f / mean for f in contention.place_factors(world_size)]
         self._uniform = self._factors[0] == self._factors[-1]

@@ -152,7 +152,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "simulator_peak_rss_gib": max(rss + [launcher_peak_rss_bytes]) / GiB,
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
-        "host_time": {**_host_time(host_time, host_time_scale, reported), "contention": host_contention},
+        "host_time": _host_time(host_time, host_time_scale, host_contention, reported),
         "power_cap": _power_cap(coordinator, world_size),
         "per_rank": rows,
     }
@@ -161,12 +161,13 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
     return summary
 
 
-def _host_time(mode: str, scale: float, reported: list[dict[str, Any]]) -> dict[str, Any]:
-    """How host time was simulated (`--host-time`) and its scale; measured: the mean CPU time charged."""
+def _host_time(mode: str, scale: float, contention: str, reported: list[dict[str, Any]]) -> dict[str, Any]:
+    """How host time was simulated (`--host-time`, its scale, `--host-contention`); measured: the mean CPU
+    time charged."""
     if mode != "measured":
-        return {"mode": mode, "deterministic": True, "scale": scale}
+        return {"mode": mode, "deterministic": True, "scale": scale, "contention": contention}
     charged = [_int(r.get("host_time_measured_ns")) for r in reported]
-    return {"mode": mode, "deterministic": False, "scale": scale,
+    return {"mode": mode, "deterministic": False, "scale": scale, "contention": contention,
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
 
 

@@ -153,6 +153,13 @@ _CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name.split(".", 1)[1]) for name 
 (runtime/memory_tracker.py Note [cuBLAS workspaces])."""
 
 
+
+def issued_by_engine(node: Any) -> bool:
+    """Whether the autograd engine itself issues the op running now (`node`: the autograd node running,
+    `torch._C._current_autograd_node()`); inside a node with grad mode on, Python is recomputing a forward
+    (activation checkpointing) or recording a graph, so its ops count as issued from Python."""
+    return node is not None and not torch.is_grad_enabled()
+
 class KernelRecorder:
     """Turns ops on fake CUDA tensors into allocations and kernels of the session."""
 
@@ -207,10 +214,8 @@ class KernelRecorder:
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
 
     def _in_backward(self, node: Any) -> bool:
-        """Whether the autograd engine itself issues the op being recorded (models/host.py: no Python
-        around it); the host pays once for each node the engine runs. Inside a node with grad mode on,
-        Python is recomputing a forward (activation checkpointing) or recording a graph
-        (`create_graph`): those ops count as issued from Python. The last node is held so that `is`
+        """Whether the autograd engine itself issues the op being recorded (`issued_by_engine`; models/host.py:
+        no Python around it); the host pays once for each node the engine runs. The last node is held so that `is`
         tells nodes apart: its Python wrapper lives as long as someone holds it (the last node of a
         backward is a leaf's AccumulateGrad, which holds nothing the parameter does not). `node`: the
         autograd node running now (`torch._C._current_autograd_node()`), None outside the backward."""
@@ -219,7 +224,7 @@ class KernelRecorder:
         if node is not getattr(self._local, "node", None):
             self._local.node = node
             self.session.host_work(self.session.host.autograd_node_ns())
-        return not torch.is_grad_enabled()
+        return issued_by_engine(node)
 
     def before_kernel(self, inputs: list[torch.Tensor], written: Any = ()) -> None:
         """A kernel on `inputs` is about to launch: order it after NCCL results it uses
@@ -331,8 +336,7 @@ class HybridMode(TorchDispatchMode):
         flat, _ = tree_flatten((args, kwargs))
         subclass_args = sum(1 for a in flat if _has_own_dispatch(type(a)))
         if subclass_args:
-            node = torch._C._current_autograd_node()
-            self.session.subclass_op(subclass_args, backward=node is not None and not torch.is_grad_enabled())
+            self.session.subclass_op(subclass_args, backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]
         has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):

@@ -217,14 +217,13 @@ def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
                                   "(docs/runtime.md, Values)")
     for extreme in (aten.max.default, aten.min.default):
         _read_to_host(mode, mode.run_fake(extreme, (t,), {}), blocking=True)
-    rank = mode.session.config.rank
     if real is not None:
         values = torch.bincount(real, minlength=minlength)
         others = shadows.everyone(t)
         everyone = None if others is None else functools.partial(_bincount_of, others, minlength)
     else:
         everyone = functools.partial(random_counts, t.numel(), minlength, mode.session.stats.placeholders["bincount"])
-        values = everyone(rank)
+        values = everyone(mode.session.config.rank)
         mode.session.note_placeholder("bincount")
     with mode.fake_mode:
         out = torch.empty(values.shape, dtype=torch.int64, device=t.device)
