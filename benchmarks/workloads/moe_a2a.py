@@ -13,7 +13,8 @@ import torch.nn.functional as F
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
-# Marks inside each MoE layer's forward (router, sort, counts, splits, dispatch, each expert, combine),
+# Marks inside each MoE layer's forward (router, sort, counts and their all-to-all and sync, splits, the
+# dispatch's gather, all-to-all and split, each expert's cat and FFN, the combine's cat and all-to-all),
 # set to timeline.mark when PHANTORA_BENCH_TIMELINE is set: where the layer's host time goes.
 inner_mark = lambda label: None
 inner_note = lambda key, value: None  # timeline.note: each call's received rows per local expert
@@ -38,11 +39,14 @@ class MoE(nn.Module):
         self.w3 = nn.Parameter(torch.empty(self.le, dim, ffn))
         self.w2 = nn.Parameter(torch.empty(self.le, ffn, dim))
         self.loads = []
+        self.balanced = False
 
     def forward(self, x):  # x: [tokens, dim]
         group = dist.group.WORLD
         probs = self.router(x).float().softmax(dim=-1)
         weight, expert = probs.topk(self.k, dim=-1)
+        if self.balanced:  # every expert gets the same rows every call: no new GEMM shapes, even splits
+            expert = torch.arange(expert.numel(), device=x.device).remainder(self.e).view_as(expert)
         inner_mark("moe.route")
         flat = expert.flatten()
         order = flat.argsort(stable=True)
@@ -51,14 +55,19 @@ class MoE(nn.Module):
         counts = torch.bincount(flat, minlength=self.e)
         inner_mark("moe.bincount")
         recv_counts = fc.all_to_all_single(counts, None, None, group)  # [src rank x local expert]
+        inner_mark("moe.count_a2a")
         both = torch.cat([counts, recv_counts]).tolist()
+        inner_mark("moe.tolist")
         send, recv = both[:self.e], both[self.e:]
         self.loads.append(send)
         send_splits = [sum(send[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
         recv_splits = [sum(recv[r * self.le:(r + 1) * self.le]) for r in range(self.world)]
         inner_note("expert_rows", [sum(recv[r * self.le + j] for r in range(self.world)) for j in range(self.le)])
         inner_mark("moe.splits")
-        routed = fc.all_to_all_single_autograd(x[token], recv_splits, send_splits, group)
+        gathered = x[token]
+        inner_mark("moe.gather")
+        routed = fc.all_to_all_single_autograd(gathered, recv_splits, send_splits, group)
+        inner_mark("moe.dispatch_a2a")
         # routed is ordered (source rank, local expert): gather each local expert's tokens
         chunks = routed.split(recv)
         inner_mark("moe.dispatch")
@@ -66,13 +75,18 @@ class MoE(nn.Module):
         for j in range(self.le):
             idx = [r * self.le + j for r in range(self.world)]
             xe = torch.cat([chunks[i] for i in idx])
+            inner_mark("moe.expert_cat")
             ye = (F.silu(xe @ self.w1[j]) * (xe @ self.w3[j])) @ self.w2[j]
+            inner_mark("moe.expert_ffn")
             for i, y in zip(idx, ye.split([recv[i] for i in idx])):
                 outs[i] = y
             inner_mark("moe.expert")
-        back = fc.all_to_all_single_autograd(torch.cat(outs), send_splits, recv_splits, group)
+        joined = torch.cat(outs)
+        inner_mark("moe.combine_cat")
+        back = fc.all_to_all_single_autograd(joined, send_splits, recv_splits, group)
         inner_mark("moe.combine")
         back = back * weight.flatten()[order].unsqueeze(1).to(back.dtype)
+        inner_mark("moe.weight")
         return torch.zeros_like(x).index_add(0, token, back.to(x.dtype))
 
 
@@ -98,6 +112,9 @@ def main():
     p.add_argument("--tokens", type=int, default=8192, help="tokens per rank per step")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--tag", default="")
+    p.add_argument("--balanced-routing", action="store_true",
+                   help="route token slots round-robin (same rows per expert every call): isolates the cost of "
+                        "new GEMM shapes and uneven splits")
     a = p.parse_args()
 
     dist.init_process_group("nccl")
@@ -105,6 +122,8 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     torch.manual_seed(0)  # same router/norm weights on every rank
     model = Model(a, world).cuda()
+    for moe in model.moes:
+        moe.balanced = a.balanced_routing
     torch.manual_seed(1 + rank)  # own experts and own tokens
     with torch.no_grad():
         for name, prm in model.named_parameters():
@@ -171,7 +190,7 @@ def main():
         except Exception:
             nccl_version = None
         print(json.dumps({
-            "script": "moe_a2a", "tag": a.tag, "world": world, "parallel": "ep", "dim": a.dim, "ffn_dim": a.ffn_dim,
+            "script": "moe_a2a", "tag": a.tag, "world": world, "parallel": "ep", "balanced_routing": a.balanced_routing, "dim": a.dim, "ffn_dim": a.ffn_dim,
             "experts": a.experts, "top_k": a.top_k, "n_layers": a.n_layers, "tokens": a.tokens, "params_rank0": nparams,
             "step_s_median": med, "step_s_all": times,
             "tokens_per_s_per_gpu": a.tokens / med,

@@ -144,6 +144,12 @@ class HostConstants:
     host of the ground-truth runs (a same-shape `mm` took 21.4 µs there, 11.7 there). It is what
     tensor parallelism's `DTensor.redistribute` had been charged beyond its ops (115 µs), which now
     goes here. Charged per call of the module's API from Python (runtime/python_costs.py)."""
+    all_to_all_extra_ns: int = 185_000
+    """A functional all-to-all (`all_to_all_single[_autograd]`) beyond `functional_collective_ns`: its split
+    sizes (the output's rows, the per-peer lists the process group turns into one send and one receive per
+    peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
+    call 31: the counts', dispatch's and combine's all-to-alls took 294-345 µs at the mean host against
+    133 charged); calls 12-13 and 28 timed it alone, back to back, at 89-250 µs."""
     radix_sort_pass_ns: int = 20_000
     """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then,
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
@@ -166,6 +172,16 @@ class HostConstants:
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
     6.3 ms over 16 such ops with 2342 extra tensors; the TP run's 10 ms would give 3.9 µs)."""
+    async_collective_op_ns: int = 85_000
+    """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for: its
+    `__torch_dispatch__` unwraps the arguments (waiting on each) or, for a view op, re-wraps every output;
+    beyond the op itself. Fitted with `async_collective_per_tensor_ns` in situ on moe_ep4's forward
+    (benchmarks/h200/fit_moe_host.py, call 31): the dispatch's split into 8 chunks took ~290 µs at the mean
+    host, each expert's cat of 4 chunks ~190. DTensor's tensor parallelism meets a few per layer (the
+    all-reduced activations' view and residual add)."""
+    async_collective_per_tensor_ns: int = 25_500
+    """... and per tensor it waits on (an `AsyncCollectiveTensor` argument of a non-view op: a `wait_tensor`
+    call each) or wraps (an output of a view op)."""
     library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
     """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
     charges them at the call's start; the names are `Class.method`)."""
@@ -282,9 +298,10 @@ class HostModel:
         """Host time of issuing one NCCL call through c10d."""
         return self.c.collective_ns
 
-    def functional_collective_ns(self) -> int:
-        """Host time of a functional collective's Python beyond its c10d call."""
-        return self.c.functional_collective_ns
+    def functional_collective_ns(self, name: str) -> int:
+        """Host time of functional collective `name`'s Python beyond its c10d call."""
+        extra = self.c.all_to_all_extra_ns if name.startswith("all_to_all") else 0
+        return self.c.functional_collective_ns + extra
 
     def query_ns(self) -> int:
         """Host time of a stream or event query."""
@@ -295,6 +312,11 @@ class HostModel:
         `backward`: issued by the autograd engine."""
         own = self.c.subclass_backward_op_ns if backward else self.c.subclass_op_ns
         return own + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
+
+    def async_collective_op_ns(self, tensors: int) -> int:
+        """Host time of an `AsyncCollectiveTensor`'s own dispatch of one op that waits on or wraps `tensors`
+        tensors."""
+        return self.c.async_collective_op_ns + self.c.async_collective_per_tensor_ns * tensors
 
     def library_call_ns(self, name: str) -> int:
         """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""

@@ -4,7 +4,8 @@ With measured host time (runtime/host_time.py Note [Measured host time]) the sim
 advances by the CPU time the program's own code takes between intercepted calls. That measurement
 replaces the host model's terms for Python and framework work around the ops: `framework_ns` (the
 Python binding, autograd recording and statements around an op), `module_call_ns`,
-`autograd_node_ns`, a tensor subclass's own dispatch (DTensor: `subclass_op_ns`), and the library
+`autograd_node_ns`, a tensor subclass's own dispatch (DTensor: `subclass_op_ns`; a functional collective's
+result: `async_collective_op_ns`), and the library
 calls runtime/python_costs.py charges (optimizer step, zero_grad, clip_grad_norm_, DataLoader
 batches, FSDP2 and DTensor entry points). What the measurement cannot see is the op itself
 below the interception layer (on a GPU: the backend's dispatch and the kernel launch), so each op
@@ -50,6 +51,9 @@ class MeasuredHostModel(HostModel):
 
     def subclass_op_ns(self, tensors: int, *, backward: bool = False) -> int:
         return 0  # a tensor subclass's (DTensor's) dispatch is Python outside the interception layer
+
+    def async_collective_op_ns(self, tensors: int) -> int:
+        return 0  # Python outside the interception layer, like DTensor's
 
     def library_call_ns(self, name: str) -> int:
         return 0

@@ -19,6 +19,9 @@ directly, skipping `HybridMode`. `RecordingFakeMode.dispatch` therefore sends an
 not come through `HybridMode` back to it, so handlers (copies, reads, functional collectives)
 apply to DTensor's local work as to any other. The subclass's own dispatch costs host time on a
 GPU too (DTensor's sharding propagation and wrapping): the host pays it where `HybridMode` defers.
+A functional collective's result (`AsyncCollectiveTensor`) is such a subclass with a lighter dispatch of
+its own: it waits on each of its arguments, or re-wraps each output of a view op, so it is charged per
+tensor it waits on or wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
 
 Note: [Foreign fake modes]
 Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
@@ -303,6 +306,34 @@ def _has_own_dispatch(cls: type) -> bool:
     return known
 
 
+def _is_async_collective(cls: type) -> bool:
+    """A functional collective's not-yet-waited result (torch.distributed._functional_collectives)."""
+    return cls.__name__ == "AsyncCollectiveTensor" and cls.__module__.endswith("_functional_collectives")
+
+
+def _is_view(func) -> bool:
+    """Whether AsyncCollectiveTensor's dispatch takes `func` for a view op (wraps its outputs, waits on nothing)."""
+    try:
+        from torch.distributed._functional_collectives import _is_view_op
+    except ImportError:  # its test, for a torch that moves it
+        first = func._schema.arguments[:1]
+        return bool(first) and first[0].alias_info is not None and not first[0].alias_info.is_write
+    return _is_view_op(func)
+
+
+def _view_outputs(func, args: tuple, kwargs: dict) -> int:
+    """How many tensors a view op returns: one, or the pieces of a split or unbind."""
+    name = func.__name__.split(".")[0]
+    if name == "split_with_sizes":
+        return len(args[1])
+    if name == "split":
+        size = args[0].shape[kwargs.get("dim", args[2] if len(args) > 2 else 0)]
+        return -(-size // args[1])
+    if name == "unbind":
+        return args[0].shape[kwargs.get("dim", args[1] if len(args) > 1 else 0)]
+    return 1
+
+
 Handler = Callable[["HybridMode", Any, tuple, dict], Any]
 
 
@@ -334,9 +365,12 @@ class HybridMode(TorchDispatchMode):
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
         flat, _ = tree_flatten((args, kwargs))
-        subclass_args = sum(1 for a in flat if _has_own_dispatch(type(a)))
-        if subclass_args:
-            self.session.subclass_op(subclass_args, backward=issued_by_engine(torch._C._current_autograd_node()))
+        subclasses = [type(a) for a in flat if _has_own_dispatch(type(a))]
+        if subclasses:
+            if all(_is_async_collective(cls) for cls in subclasses):
+                self.session.async_collective_op(_view_outputs(func, args, kwargs) if _is_view(func) else len(subclasses))
+            else:
+                self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]
         has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):

@@ -55,7 +55,7 @@ def install_python_costs(session: Session) -> None:
             session.host_contention(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
-    _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda: charge(host.functional_collective_ns()))
+    _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda name: charge(host.functional_collective_ns(name)))
     for name in host.library_calls():
         owner = _library_owner(name)
         if owner is not None:  # a torch without this library (or this version of it) never calls it
@@ -94,19 +94,19 @@ FUNCTIONAL_COLLECTIVES = (
 _depth = threading.local()
 
 
-def _charge_outermost(module: Any, names: tuple[str, ...], charge: Callable[[], None]) -> None:
-    """Charge each call of `module.name` that is not made from inside another of them (one public
-    function calls another: `all_to_all_single_autograd` is `all_to_all_single`)."""
+def _charge_outermost(module: Any, names: tuple[str, ...], charge: Callable[[str], None]) -> None:
+    """Charge `charge(name)` for each call of `module.name` that is not made from inside another of them
+    (one public function calls another: `all_to_all_single_autograd` is `all_to_all_single`)."""
     for name in names:
         original = getattr(module, name, None)
         if original is None:
             continue
 
         @functools.wraps(original)
-        def wrapper(*args, __original=original, **kwargs):
+        def wrapper(*args, __original=original, __name=name, **kwargs):
             outer = getattr(_depth, "value", 0)
             if not outer:
-                charge()
+                charge(__name)
             _depth.value = outer + 1
             try:
                 return __original(*args, **kwargs)

@@ -134,6 +134,13 @@ class Session:
             self.stats.subclass_backward_ops += backward
             self._charge(self.host.subclass_op_ns(tensors, backward=backward))
 
+    def async_collective_op(self, tensors: int) -> None:
+        """A functional collective's result dispatches an op itself, waiting on or wrapping `tensors`
+        tensors (models/host.py)."""
+        with self.lock:
+            self.stats.subclass_ops += 1
+            self._charge(self.host.async_collective_op_ns(tensors))
+
     def host_contention(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
         pin-memory thread): the kernel ops issued next pay it, each at most its own cost again, so a

@@ -61,6 +61,18 @@ seen["moe_counts"] = torch.cat([counts, received]).tolist()
 free_before = torch.cuda.memory_allocated()
 by_rank = received.view(world, 4)  # a view of a functional collective's result allocates nothing
 seen["funcol_view_bytes"] = torch.cuda.memory_allocated() - free_before
+# host time of functional collectives and of ops on their results, against plain tensors (simulated clock)
+def host_us(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, 1e6 * (time.perf_counter() - t0)
+rows = torch.ones(8 * world, 16, device="cuda")
+_, seen["all_reduce_us"] = host_us(lambda: funcol.all_reduce(rows, "sum", dist.group.WORLD))
+routed, seen["all_to_all_us"] = host_us(lambda: funcol.all_to_all_single(rows, None, None, dist.group.WORLD))
+pieces, seen["split_result_us"] = host_us(lambda: routed.split(4))  # wraps 2 * world pieces
+_, seen["cat_result_us"] = host_us(lambda: torch.cat(pieces[:world]))  # waits on world of them
+plain, seen["split_plain_us"] = host_us(lambda: rows.split(4))
+_, seen["cat_plain_us"] = host_us(lambda: torch.cat(plain[:world]))
 seen["object_p2p"] = None
 if world >= 2 and rank in (0, 1):  # objects sent point to point: the receiver blocks only through the simulator
     if rank == 0:

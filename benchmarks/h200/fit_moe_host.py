@@ -1,0 +1,99 @@
+"""Fit the host cost of functional all-to-alls and of ops on their not-yet-waited results (models/host.py
+`all_to_all_extra_ns`, `async_collective_op_ns`, `async_collective_per_tensor_ns`) in situ, on moe_ep4's forward.
+
+Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
+call 31: data/h200/call31/timeline/moe_ep4_routed). Each stretch between two marks is averaged over every rank,
+step and layer. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is
+host time.
+
+Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention none
+--host-time-scale` the contended hosts' mean factor), its own timeline.
+
+The lease's hosts are not the mean host (call 31's were contended in 85 % of the probes). Its speed against
+the simulation's is taken from stretches made of plain ops whose costs were fitted elsewhere: the argsort
+(`radix_sort_pass_ns`) and the expert FFNs (GEMMs of new shapes: `gemm_select_ns`). Every real stretch is
+divided by that ratio, then:
+
+- all-to-all: the counts', the dispatch's and the combine's all-to-alls, mean; `all_to_all_extra_ns` moves by
+  the difference;
+- ops on an AsyncCollectiveTensor: the dispatch's split of the received rows into one chunk per (source
+  rank, local expert) wraps `experts` outputs, and each expert's cat of its chunks waits on `world` of them;
+  the two stretches' differences solve for the constant and the per-tensor term.
+
+The weighting stretch (a wait, an index, a cast) is printed as a check. Reaching the fitted constants, a rerun
+prints differences near zero.
+
+    python benchmarks/h200/fit_moe_host.py        # one simulation, about a minute on two cores
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from compare_timeline import load_intervals  # noqa: E402
+from phantora.models.host import H200_HOST  # noqa: E402
+from phantora.models.host_contention import H200_VM  # noqa: E402
+
+REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed"]
+WORLD, EXPERTS = 4, 8
+MOE = ["--dim", "2048", "--ffn-dim", "4096", "--experts", str(EXPERTS), "--top-k", "2", "--n-layers", "8",
+       "--tokens", "8192", "--steps", "8"]
+REFERENCE = ("moe.sort", "moe.expert_ffn")
+ALL_TO_ALLS = ("moe.count_a2a", "moe.dispatch_a2a", "moe.combine")
+
+
+def stretches(directories: list[Path]) -> dict[str, float]:
+    """Mark name -> mean µs since the previous mark, over every rank, step and occurrence."""
+    samples: dict[str, list[float]] = {}
+    for directory in directories:
+        for rank in range(WORLD):
+            for name, (_, each, _) in load_intervals(directory, rank).items():
+                samples.setdefault(name, []).append(each)
+    return {name: statistics.fmean(values) for name, values in samples.items()}
+
+
+def simulate(out: str) -> dict[str, float]:
+    timeline = os.path.join(out, "timeline")
+    command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(WORLD),
+               "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
+               "--out", out, str(ROOT / "benchmarks" / "workloads" / "moe_a2a.py"), *MOE]
+    env = {**os.environ, "PHANTORA_BENCH_TIMELINE": timeline, "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return stretches([Path(timeline)])
+
+
+def main() -> None:
+    real = stretches(REAL)
+    with tempfile.TemporaryDirectory() as out:
+        sim = simulate(out)
+    lease = sum(real[n] for n in REFERENCE) / sum(sim[n] for n in REFERENCE)
+    print(f"lease speed against the mean host (from {', '.join(REFERENCE)}): real / simulated = {lease:.3f}")
+    print(f"{'stretch to mark':20} {'real':>7} {'at mean host':>13} {'simulated':>10}  (µs)")
+    for name in sorted(sim, key=lambda n: n.split("#")[0]):
+        if name.startswith("moe."):
+            print(f"{name:20} {real.get(name, float('nan')):7.0f} {real.get(name, float('nan')) / lease:13.0f} {sim[name]:10.0f}")
+    c = H200_HOST
+    a2a = statistics.fmean(real[n] / lease - sim[n] for n in ALL_TO_ALLS)
+    split = real["moe.dispatch"] / lease - sim["moe.dispatch"]  # wraps EXPERTS chunks
+    cat = real["moe.expert_cat"] / lease - sim["moe.expert_cat"]  # waits on WORLD chunks
+    per_tensor = (split - cat) / (EXPERTS - WORLD)
+    base = cat - WORLD * per_tensor
+    print(f"all_to_all_extra_ns = {c.all_to_all_extra_ns / 1e3 + a2a:.1f} µs (now {c.all_to_all_extra_ns / 1e3:.1f})")
+    print(f"async_collective_op_ns = {c.async_collective_op_ns / 1e3 + base:.1f} µs (now {c.async_collective_op_ns / 1e3:.1f}), "
+          f"async_collective_per_tensor_ns = {c.async_collective_per_tensor_ns / 1e3 + per_tensor:.1f} µs "
+          f"(now {c.async_collective_per_tensor_ns / 1e3:.1f})")
+    print(f"check, the weighting (a wait, an index, a cast): {real['moe.weight'] / lease:.0f} µs at the mean host, "
+          f"{sim['moe.weight']:.0f} simulated")
+
+
+if __name__ == "__main__":
+    main()
