@@ -1,5 +1,6 @@
-"""Fit the host cost of functional all-to-alls and of ops on their not-yet-waited results (models/host.py
-`all_to_all_extra_ns`, `async_collective_op_ns`, `async_collective_per_tensor_ns`) in situ, on moe_ep4's forward.
+"""Fit the host cost of functional all-to-alls, of ops on their not-yet-waited results and of advanced indexing
+(models/host.py `all_to_all_extra_ns`, `async_collective_op_ns`, `async_collective_per_tensor_ns`,
+`index_extra_ns`) in situ, on moe_ep4's forward.
 
 Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
 call 31: data/h200/call31/timeline/moe_ep4_routed). Each stretch between two marks is averaged over every rank,
@@ -18,9 +19,11 @@ divided by that ratio, then:
   the difference;
 - ops on an AsyncCollectiveTensor: the dispatch's split of the received rows into one chunk per (source
   rank, local expert) wraps `experts` outputs, and each expert's cat of its chunks waits on `world` of them;
-  the two stretches' differences solve for the constant and the per-tensor term.
+  the two stretches' differences solve for the constant and the per-tensor term;
+- advanced indexing: the token gather `x[token]`; `index_extra_ns` moves by the difference.
 
-The weighting stretch (a wait, an index, a cast) is printed as a check. Reaching the fitted constants, a rerun
+The weighting stretch (a wait, an index, a cast, a multiplication) and the layer's end (zeros_like, index_add, a
+cast, the residual add) are printed as checks. Reaching the fitted constants, a rerun
 prints differences near zero.
 
     python benchmarks/h200/fit_moe_host.py        # one simulation, about a minute on two cores
@@ -91,8 +94,10 @@ def main() -> None:
     print(f"async_collective_op_ns = {c.async_collective_op_ns / 1e3 + base:.1f} µs (now {c.async_collective_op_ns / 1e3:.1f}), "
           f"async_collective_per_tensor_ns = {c.async_collective_per_tensor_ns / 1e3 + per_tensor:.1f} µs "
           f"(now {c.async_collective_per_tensor_ns / 1e3:.1f})")
-    print(f"check, the weighting (a wait, an index, a cast): {real['moe.weight'] / lease:.0f} µs at the mean host, "
-          f"{sim['moe.weight']:.0f} simulated")
+    index = real["moe.gather"] / lease - sim["moe.gather"]
+    print(f"index_extra_ns = {c.index_extra_ns / 1e3 + index:.1f} µs (now {c.index_extra_ns / 1e3:.1f})")
+    for name, what in (("moe.weight", "the weighting"), ("L1.fwd_end", "the layer's end")):
+        print(f"check, {what}: {real[name] / lease:.0f} µs at the mean host, {sim[name]:.0f} simulated")
 
 
 if __name__ == "__main__":

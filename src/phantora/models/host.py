@@ -150,6 +150,10 @@ class HostConstants:
     peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
     call 31: the counts', dispatch's and combine's all-to-alls took 294-345 µs at the mean host against
     133 charged); calls 12-13 and 28 timed it alone, back to back, at 89-250 µs."""
+    index_extra_ns: int = 51_000
+    """Advanced indexing by a tensor of indices (`x[idx]`, `index_add`, `index_put_`) on top of a plain op: the
+    indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/h200/
+    fit_moe_host.py, call 31: `x[token]` took 72 µs at the mean host against 21 charged)."""
     radix_sort_pass_ns: int = 20_000
     """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then,
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
@@ -210,6 +214,9 @@ _VIEW_OPS = frozenset({
 _ALLOC_OPS = frozenset({"aten.empty", "aten.empty_strided", "aten.empty_like", "aten.new_empty", "aten.new_empty_strided"})
 _GEMM_OPS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv",
                        "aten.addmv", "aten.dot"})
+_INDEX_OPS = frozenset({"aten.index", "aten.index_add", "aten.index_add_", "aten.index_put", "aten.index_put_",
+                        "aten._index_put_impl_"})
+"""Advanced indexing ops that pay `index_extra_ns`."""
 _SELECTED_GEMMS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm"})
 """GEMMs that cuBLAS(Lt) chooses an algorithm for by heuristics (matrix-vector products do not)."""
 _MULTI_TENSOR = ("aten._foreach_", "aten._fused_adam", "aten._fused_sgd")
@@ -247,6 +254,8 @@ class HostModel:
             t += self._radix_passes(op) * c.radix_sort_pass_ns
         elif "attention" in p:
             t += c.attention_extra_ns
+        elif p in _INDEX_OPS:
+            t += c.index_extra_ns
         return t
 
     @staticmethod

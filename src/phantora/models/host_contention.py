@@ -3,18 +3,18 @@
 Note [Contended hosts]
 On the H200 machines the host model was measured on (VMs), a process's main thread runs at one of two
 speeds, and which one changes about every half second (data/h200/call14/README.md; fit:
-benchmarks/h200/fit_host_contention.py over 387 host-speed probes of real runs on three leases):
-- about half the time (0.47; 0.28, 0.40 and 0.72 on the three leases) its vCPU is contended below the
+benchmarks/h200/fit_host_contention.py over 459 host-speed probes of real runs on four leases):
+- about half the time (0.53; 0.28, 0.40, 0.72 and 0.85 on the four leases) its vCPU is contended below the
   guest, and the same host work takes 1.47x as long (a rank's forward host time in steps that were
   contended throughout, over uncontended steps; a pure-Python loop 1.7x, kernel launches 1.4x);
-- the state of one rank persists for a correlation time of ~0.4 s (step to step it leaves "contended"
-  with probability 0.30 and enters it with 0.26, 232 ms apart) and is independent of the other ranks'.
+- the state of one rank persists for a correlation time of ~0.45 s (step to step it leaves "contended"
+  with probability 0.23 and enters it with 0.26, 223 ms apart) and is independent of the other ranks'.
 
 The host model's constants (models/host.py) were fitted on these hosts, at whatever contention their
 runs had: they are the mean host's. A single process therefore keeps them. A job of N ranks does not:
 at each collective whose peers wait on host work (a tensor-parallel layer's all-reduce) every GPU waits
-for the slowest host, and the more ranks, the likelier one of them is contended (0.72 of the time for
-2 ranks, 0.92 for 4). Drawing each rank's state at random would make a short run's prediction a single
+for the slowest host, and the more ranks, the likelier one of them is contended (0.78 of the time for
+2 ranks, 0.95 for 4). Drawing each rank's state at random would make a short run's prediction a single
 draw; instead each rank gets the *expected* speed of its place among N hosts drawn from that
 distribution: the k-th fastest of N is contended when at least N-k+1 of them are, a binomial tail, so
 its expected time factor is 1 + (c - 1) P(Binomial(N, p) >= N-k+1). Over the ranks these factors
@@ -75,7 +75,7 @@ def _binomial_tails(n: int, p: float) -> list[float]:
     return tails
 
 
-H200_VM = HostContention(contended_fraction=0.47, contended_factor=1.47, dwell_s=0.4)
+H200_VM = HostContention(contended_fraction=0.53, contended_factor=1.47, dwell_s=0.45)
 """The lent H200 machines' hosts (Note [Contended hosts]); the host model's constants are their mean host's."""
 DEDICATED = HostContention(contended_fraction=0.0, contended_factor=1.0, dwell_s=1.0)
 """Hosts whose CPUs nothing else contends."""
