@@ -9,7 +9,7 @@ import pytest
 from phantora.config.run import RankConfig
 from phantora.models.host_contention import DEDICATED, H200_VM, HostContention, HostSpeed
 from phantora.runtime.session import Session
-from tests.unit.test_host_time import Recording
+from recording_transport import Recording
 
 
 def test_places_keep_the_mean_host_and_order_the_ranks():

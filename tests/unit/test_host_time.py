@@ -10,9 +10,10 @@ from phantora.models.host import H200_HOST as C
 from phantora.models.host import HostModel
 from phantora.models.measured_host import MeasuredHostModel, host_model_for
 from phantora.models.ops import OpCall, TensorMeta
-from phantora.protocol.records import KernelRecord, SyncReply
+from phantora.protocol.records import KernelRecord
 from phantora.runtime.host_time import HostTimer, scaled_ns
 from phantora.runtime.session import Session
+from recording_transport import Recording
 
 
 class FakeCpu:
@@ -183,19 +184,6 @@ def test_host_time_scale_scales_the_host_model():
 
 
 # -- the session's entries ---------------------------------------------------------------------
-class Recording:
-    def __init__(self):
-        self.records = []
-
-    def send(self, records):
-        self.records += records
-
-    def request(self, records):
-        self.records += records
-        return SyncReply(records[-1].request_id, 0, records[-1].host_ns)
-
-    def close(self):
-        pass
 
 
 def test_session_settles_measured_time_before_stamping_or_reading_the_clock():
