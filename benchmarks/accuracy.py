@@ -39,6 +39,14 @@ def measured(config: dict) -> dict:
             "max_mem_allocated_gib": m["max_mem_allocated_gib"]}
 
 
+def ground_truth_steps(config: dict) -> int:
+    """How many steps the ground-truth command ran: the simulated median is then taken over the same steps.
+    Host-bound multi-rank steps vary from step to step in the simulation too (the contended hosts' places
+    rotate), so a median over 3 steps would be a draw."""
+    words, flag = config["args"], config["steps_flag"]
+    return int(words[words.index(flag) + 1])
+
+
 def torchrun_available() -> bool:
     done = subprocess.run([*PHANTORA, "torchrun", "--help"], capture_output=True, text=True, cwd=REPO)
     return done.returncode == 0
@@ -101,7 +109,8 @@ def error_pct(predicted: float, measured: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6, help="steps per run (the script's median skips 3)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="steps per run (default: as many as the ground truth ran; the scripts' median skips 3)")
     parser.add_argument("--no-kernel-db", action="store_true", help="analytic compute model only")
     parser.add_argument("--no-power-cap", action="store_true", help="GPUs never slowed by their power limit")
     parser.add_argument("--all", action="store_true", help="also multi-GPU configs (phantora torchrun)")
@@ -126,7 +135,8 @@ def main() -> int:
             print(f"{config['name']}: skipped: {reason}")
             continue
         try:
-            run = run_config(config, steps=args.steps, extra=extra)
+            steps = args.steps or ground_truth_steps(config)
+            run = run_config(config, steps=steps, extra=extra)
         except (RuntimeError, StopIteration) as error:  # one failed config is reported, the others go on
             lines = [line for line in str(error).splitlines() if line.strip()] or [repr(error)]
             print(f"{config['name']}: FAILED: {lines[0]} ... {lines[-1]}", flush=True)
@@ -139,7 +149,7 @@ def main() -> int:
             "step_ms": (m["step_ms"], 1e3 * r["step_s_median"]),
             "reserved_gib": (m["max_mem_reserved_gib"], r["max_mem_reserved_gib"]),
             "allocated_gib": (m["max_mem_allocated_gib"], r.get("max_mem_alloc_gib")),
-            "wall_s_per_step": run["wall_s"] / args.steps,
+            "wall_s_per_step": run["wall_s"] / steps,
             "rss_gib": run["summary"]["simulator_peak_rss_gib"],
             "generic_ops": run["summary"]["generic_ops"],
         })
