@@ -34,6 +34,7 @@ under FSDP2 tens of GiB of phantom memory per optimizer op and a simulated OOM.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable
 
@@ -311,6 +312,7 @@ def _is_async_collective(cls: type) -> bool:
     return cls.__name__ == "AsyncCollectiveTensor" and cls.__module__.endswith("_functional_collectives")
 
 
+@functools.cache
 def _is_view(func) -> bool:
     """Whether AsyncCollectiveTensor's dispatch takes `func` for a view op (wraps its outputs, waits on nothing)."""
     try:
