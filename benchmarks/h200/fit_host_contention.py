@@ -22,15 +22,16 @@ import os
 import statistics
 from collections import defaultdict
 
+import groundtruth  # this script's folder
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "data", "h200")
 THRESHOLD_US = 6000.0
 """Between the two speeds' loop times."""
 
 
-HOST_BOUND_FORWARD = {"llama_l1b_ddp2", "llama_l1b_tp2", "llama_l1b_tp4", "llama_l1b_fsdp2_tp2", "moe_ep4",
-                      "llama_tiny_1gpu", "nanogpt_tiny_1gpu"}
-"""Ground-truth configurations whose forward the host paces; diagnostic variants (call 31's MoE with balanced
-routing, whose forward waits for the GPU at every layer) tell nothing about the contended factor."""
+GROUND_TRUTH = {c["name"] for c in groundtruth.CONFIGS}
+"""The contended factor comes from these configurations' timelines only: a diagnostic variant (call 31's MoE
+with balanced routing, whose forward waits for the GPU at every layer) tells nothing about it."""
 
 
 def timelines() -> list[tuple[str, str, dict]]:
@@ -67,7 +68,7 @@ def main() -> None:
             transitions[(before, after)] += 1
         for i in range(1, len(states)):
             ms = forward_host_ms(data["steps"][i])
-            if ms is not None and states[i - 1] == states[i] and config in HOST_BOUND_FORWARD:
+            if ms is not None and states[i - 1] == states[i] and config in GROUND_TRUTH:
                 forward[config]["contended" if states[i] else "uncontended"].append(ms)
     contended = sum(p > THRESHOLD_US for p in probes) / len(probes)
     leave = transitions[(True, False)] / (transitions[(True, False)] + transitions[(True, True)])
