@@ -23,7 +23,7 @@ def install(config: RankConfig):
     from phantora.runtime.clock import VirtualClock
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
-    from phantora.runtime.handlers import HANDLERS
+    from phantora.runtime.handlers import HANDLERS, install_tolist
     from phantora.runtime.kernels import register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
     from phantora.runtime.python_costs import install_python_costs
@@ -40,6 +40,7 @@ def install(config: RankConfig):
     register_cuda_kernels_for_composite_ops()
     install_module_conversion()
     install_foreach_support()
+    install_tolist()
     if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
         install_python_costs(session)
     torch._C._set_only_lift_cpu_tensors(True)

@@ -74,6 +74,27 @@ def is_nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     return bool(local_scalar_dense(mode, func, args, kwargs))
 
 
+def install_tolist() -> None:
+    """`tolist()` of a GPU tensor: one device-to-host copy, then Python lists (a GPU build's tensor_list.cpp).
+    FakeTensor's own `tolist` reads element by element, an `.item()` each: a copy kernel, a wait and the
+    host cost of a read per element (16 of each for a MoE layer's counts). A fake CUDA tensor of one or more
+    dimensions goes through one copy instead; its values are the copy's (known, or placeholder zeros as an
+    element read gives). Booleans keep the element reads (their placeholder can be all-true), and so does a
+    tensor under another library's fake mode (Note [Foreign fake modes])."""
+    from phantora.runtime.dispatch import RecordingFakeMode
+
+    element_by_element = FakeTensor.tolist
+
+    def tolist(self: FakeTensor) -> Any:
+        active = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+        if (self.dim() == 0 or self.device.type != "cuda" or self.dtype == torch.bool
+                or (active is not None and not isinstance(active, RecordingFakeMode))):
+            return element_by_element(self)
+        return self.to("cpu").tolist()
+
+    FakeTensor.tolist = tolist
+
+
 def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     src = args[0]
     target = kwargs.get("device")

@@ -74,6 +74,13 @@ seen["finite_all"] = bool(torch.isfinite(a).all())
 seen["any"] = bool((a > 0).any())
 seen["nonzero_shape"] = list(torch.nonzero(a[:4, :4]).shape)
 seen["cpu_copy"] = a[:2, :2].cpu().tolist()
+counts = torch.zeros(16, dtype=torch.int64, device="cuda")
+t0 = time.perf_counter()
+seen["tolist"] = counts.tolist()  # one device-to-host copy and one wait, as on a GPU: not one per element
+seen["tolist_us"] = 1e6 * (time.perf_counter() - t0)
+t0 = time.perf_counter()
+seen["item_of_one"] = counts[0].item()
+seen["item_us"] = 1e6 * (time.perf_counter() - t0)
 
 # memory API
 torch.cuda.reset_peak_memory_stats()
