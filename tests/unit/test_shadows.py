@@ -38,7 +38,7 @@ def test_a_view_inside_a_known_contiguous_write_reads_its_values():
     written = storage.as_strided((3, 4), (4, 1), 0)
     values = torch.arange(12.0).reshape(3, 4)
     view = (tuple(written.shape), tuple(written.stride()), 0, torch.float32)
-    element = torch.empty(12).as_strided((), (), 5)  # what `tolist()` reads: one element at a time
+    element = torch.empty(12).as_strided((), (), 5)  # one element read on its own (`t[5].item()`)
     assert _inside(view, values, _view(element)).item() == 5.0
     column = torch.empty(12).as_strided((3,), (4,), 1)
     assert _inside(view, values, _view(column)).tolist() == [1.0, 5.0, 9.0]

@@ -82,8 +82,8 @@ class Shadows:
 
     def _known(self, t: torch.Tensor) -> tuple[torch.Tensor, Everyone | None] | None:
         """`t`'s real values and every rank's, if known: `t` is the view written (from the host, or by an
-        op on shadowed inputs) and unchanged since, or lies inside it (`tolist()` reads elements one by
-        one)."""
+        op on shadowed inputs) and unchanged since, or lies inside it (a slice or an element read back on its
+        own)."""
         entry = self._by_storage.get(t.untyped_storage()._cdata)
         if entry is None:
             return None
