@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
-# Marks inside each MoE layer's forward (router, sort, counts and their all-to-all and sync, splits, the
+# Marks inside each MoE layer's forward (router, sort, counts, their all-to-all, cat and read back, splits, the
 # dispatch's gather, all-to-all and split, each expert's cat and FFN, the combine's cat and all-to-all),
 # set to timeline.mark when PHANTORA_BENCH_TIMELINE is set: where the layer's host time goes.
 inner_mark = lambda label: None
@@ -56,7 +56,9 @@ class MoE(nn.Module):
         inner_mark("moe.bincount")
         recv_counts = fc.all_to_all_single(counts, None, None, group)  # [src rank x local expert]
         inner_mark("moe.count_a2a")
-        both = torch.cat([counts, recv_counts]).tolist()
+        both = torch.cat([counts, recv_counts])
+        inner_mark("moe.count_cat")
+        both = both.tolist()
         inner_mark("moe.tolist")
         send, recv = both[:self.e], both[self.e:]
         self.loads.append(send)

@@ -4,7 +4,8 @@ Used by the workload scripts when PHANTORA_BENCH_PROFILE_DIR is set: after the m
 one more step under torch.profiler (CUDA activity; with PHANTORA_BENCH_PROFILE_CPU=1 also the host's
 CUDA runtime calls, which gives each kernel its launch time) and each rank writes
 DIR/rank{R}.json.gz = {"wall_ms", "names": [...], "kernels": [[name index, stream, start µs, dur µs,
-category, host launch µs or None], ...], "host": [[name, start µs, dur µs], ...]} with start relative to the step's first GPU activity. This is the real-GPU side of
+category, host launch µs or None], ...], "host": [[name, start µs, dur µs], ...]} with start relative to the step's first GPU activity
+(with PHANTORA_BENCH_PROFILE_HOST_ALL=1 too, "host" holds every host op and CUDA runtime and driver call). This is the real-GPU side of
 `benchmarks/compare_step.py`, which lines it up with a Phantora trace of the same step.
 
 `python benchmarks/workloads/profile_step.py TRACES --out DIR` writes the same from the chrome traces a
@@ -65,8 +66,10 @@ def compact(events: list[dict], wall_ms: float) -> dict:
         rows.append([names.setdefault(e["name"], len(names)), e.get("args", {}).get("stream", -1),
                      round(e["ts"] - start, 3), round(e["dur"], 3), e["cat"],
                      None if launch is None else round(launch - start, 3)])
+    every = os.environ.get("PHANTORA_BENCH_PROFILE_HOST_ALL") == "1"  # every host op and CUDA runtime call
+    host_categories = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver") if every else ("cpu_op", "user_annotation")
     host = [[e["name"], round(e["ts"] - start, 3), round(e["dur"], 3)] for e in events
-            if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e and e["name"].startswith(HOST_MARKS)]
+            if e.get("cat") in host_categories and "dur" in e and (every or e["name"].startswith(HOST_MARKS))]
     return {"wall_ms": wall_ms, "names": list(names), "kernels": rows, "host": host}
 
 
