@@ -9,7 +9,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c15
-source benchmarks/h200/host_probes.sh
+source benchmarks/h200/device_call.sh
 host_probes start $OUT/c15/probe.jsonl
 grep -m1 "model name" /proc/cpuinfo > $OUT/c15/env.txt; nproc >> $OUT/c15/env.txt
 python3 -c "import torch,sys; print(torch.__version__, sys.version)" >> $OUT/c15/env.txt

@@ -8,7 +8,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c27
-source benchmarks/h200/host_probes.sh
+source benchmarks/h200/device_call.sh
 host_probes start $OUT/c27/probe.jsonl
 nproc > $OUT/c27/env.txt; grep -m1 "model name" /proc/cpuinfo >> $OUT/c27/env.txt
 cd benchmarks/h200
@@ -17,14 +17,7 @@ PHANTORA_BENCH_SCHED=1 python3 profile_steps.py --out $OUT/c27 --timeline --step
 echo "timelines done $(( $(date +%s) - T0 )) s"
 cd ../..
 host_probes middle $OUT/c27/probe.jsonl
-cd benchmarks/h200
-i=0
-for name in llama_tiny_1gpu nanogpt_tiny_1gpu moe_ep4 llama_l1b_tp4; do
-  i=$((i + 1))
-  python3 groundtruth.py --out $OUT/c27/g$i --only $name --overlap-before none --deadline-s 90 2>&1 \
-      | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200
-done
-cd ../..
+groundtruth_runs $OUT/c27 llama_tiny_1gpu nanogpt_tiny_1gpu moe_ep4 llama_l1b_tp4
 host_probes end $OUT/c27/probe.jsonl
 cat $OUT/c27/probe.jsonl
 grep -ho '"step_s_median": [0-9.]*' $OUT/c27/timeline/*.log

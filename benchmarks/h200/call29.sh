@@ -6,16 +6,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c29
-source benchmarks/h200/host_probes.sh
+source benchmarks/h200/device_call.sh
 host_probes start $OUT/c29/probe.jsonl
-cd benchmarks/h200
-i=0
-for name in llama_l1b_tp4 llama_l1b_tp2 llama_l1b_fsdp2_tp2 moe_ep4 llama_l1b_fsdp4_ga4 llama_tiny_1gpu nanogpt_tiny_1gpu; do
-  i=$((i + 1))
-  python3 groundtruth.py --out $OUT/c29/g$i --only $name --overlap-before none --deadline-s 90 2>&1 \
-      | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200
-done
-cd ../..
+groundtruth_runs $OUT/c29 llama_l1b_tp4 llama_l1b_tp2 llama_l1b_fsdp2_tp2 moe_ep4 llama_l1b_fsdp4_ga4 llama_tiny_1gpu nanogpt_tiny_1gpu
 host_probes end $OUT/c29/probe.jsonl
 cat $OUT/c29/probe.jsonl
 (cd $OUT && tar czf call29.tgz c29)

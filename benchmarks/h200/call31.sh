@@ -9,7 +9,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 mkdir -p $OUT/c31/timeline
-source benchmarks/h200/host_probes.sh
+source benchmarks/h200/device_call.sh
 host_probes start $OUT/c31/probe.jsonl
 nproc > $OUT/c31/env.txt; grep -m1 "model name" /proc/cpuinfo >> $OUT/c31/env.txt
 MOE="benchmarks/workloads/moe_a2a.py --dim 2048 --ffn-dim 4096 --experts 8 --top-k 2 --n-layers 8 --tokens 8192 --steps 12"
@@ -21,14 +21,7 @@ for variant in routed balanced; do
   echo "$variant rc=$? $(grep -o '"step_s_median": [0-9.]*' $OUT/c31/timeline/moe_ep4_$variant.log) $(( $(date +%s) - T0 )) s"
 done
 host_probes middle $OUT/c31/probe.jsonl
-cd benchmarks/h200
-i=0
-for name in moe_ep4 llama_tiny_1gpu nanogpt_tiny_1gpu; do
-  i=$((i + 1))
-  python3 groundtruth.py --out $OUT/c31/g$i --only $name --overlap-before none --deadline-s 90 2>&1 \
-      | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200
-done
-cd ../..
+groundtruth_runs $OUT/c31 moe_ep4 llama_tiny_1gpu nanogpt_tiny_1gpu
 host_probes end $OUT/c31/probe.jsonl
 cat $OUT/c31/probe.jsonl
 (cd $OUT && tar czf call31.tgz c31 && rm -rf c31)

@@ -1,0 +1,23 @@
+# Sourced by the device-call scripts (run from the repository root).
+#
+# `host_probes LABEL FILE` runs benchmarks/h200/host_probe.py alone, then in four processes at once (one per
+# GPU), and appends the five JSON lines to FILE.
+host_probes() {
+  python3 benchmarks/h200/host_probe.py --label "$1 alone" >> "$2"
+  for g in 0 1 2 3; do
+    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/h200/host_probe.py --label "$1 four, gpu $g" >> "$2" &
+  done
+  wait
+}
+
+# `groundtruth_runs DIR NAME...` runs each named ground-truth configuration alone on the machine
+# (benchmarks/h200/groundtruth.py), in order, into DIR/g1, DIR/g2, ..., and prints each one's result line.
+groundtruth_runs() {
+  local dir=$1 i=0 name
+  shift
+  for name in "$@"; do
+    i=$((i + 1))
+    (cd benchmarks/h200 && python3 groundtruth.py --out "$dir/g$i" --only "$name" --overlap-before none --deadline-s 90 2>&1 \
+        | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200)
+  done
+}
