@@ -31,9 +31,7 @@ prints differences near zero.
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -43,8 +41,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from compare_timeline import load_intervals  # noqa: E402
+from fit_subclass_ops import timeline_at_mean_host  # noqa: E402  (this script's folder)
 from phantora.models.host import H200_HOST  # noqa: E402
-from phantora.models.host_contention import H200_VM  # noqa: E402
 
 REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed"]
 WORLD, EXPERTS = 4, 8
@@ -65,13 +63,7 @@ def stretches(directories: list[Path]) -> dict[str, float]:
 
 
 def simulate(out: str) -> dict[str, float]:
-    timeline = os.path.join(out, "timeline")
-    command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(WORLD),
-               "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
-               "--out", out, str(ROOT / "benchmarks" / "workloads" / "moe_a2a.py"), *MOE]
-    env = {**os.environ, "PHANTORA_BENCH_TIMELINE": timeline, "PYTHONPATH": str(ROOT / "src")}
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return stretches([Path(timeline)])
+    return stretches([Path(timeline_at_mean_host("moe_a2a.py", WORLD, MOE, out))])
 
 
 def main() -> None:

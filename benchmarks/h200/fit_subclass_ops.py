@@ -61,14 +61,21 @@ def phase_means(directories: list[str]) -> tuple[float, float, int]:
     return statistics.mean(forward), statistics.mean(backward), len(forward)
 
 
-def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float]:
-    """Forward and backward host ms of the mean host, and backward subclass ops per rank and step."""
+def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) -> str:
+    """Simulate benchmarks/workloads/`script` on `world` ranks, every one at the mean host, with its layer timeline;
+    the timeline's directory (under `out`, which also gets the run's own output)."""
     timeline = os.path.join(out, "timeline")
     command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(world),
                "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
-               "--out", out, os.path.join(ROOT, "benchmarks", "workloads", "llama_train.py"), *args, *LLAMA]
+               "--out", out, os.path.join(ROOT, "benchmarks", "workloads", script), *args]
     env = {**os.environ, "PHANTORA_BENCH_TIMELINE": timeline, "PYTHONPATH": os.path.join(ROOT, "src")}
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return timeline
+
+
+def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float]:
+    """Forward and backward host ms of the mean host, and backward subclass ops per rank and step."""
+    timeline = timeline_at_mean_host("llama_train.py", world, [*args, *LLAMA], out)
     forward, backward, _ = phase_means([timeline])
     steps = int(LLAMA[LLAMA.index("--steps") + 1])
     ops = [json.load(open(os.path.join(out, f"rank{r}", "result.json")))["subclass_backward_ops"] for r in range(world)]

@@ -31,7 +31,7 @@ class RMSNorm(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, dim, ffn, n_experts, top_k, world):
+    def __init__(self, dim, ffn, n_experts, top_k, world, balanced=False):
         super().__init__()
         self.e, self.k, self.world, self.le = n_experts, top_k, world, n_experts // world
         self.router = nn.Linear(dim, n_experts, bias=False)
@@ -39,7 +39,7 @@ class MoE(nn.Module):
         self.w3 = nn.Parameter(torch.empty(self.le, dim, ffn))
         self.w2 = nn.Parameter(torch.empty(self.le, ffn, dim))
         self.loads = []
-        self.balanced = False
+        self.balanced = balanced
 
     def forward(self, x):  # x: [tokens, dim]
         group = dist.group.WORLD
@@ -96,7 +96,7 @@ class Model(nn.Module):
     def __init__(self, a, world):
         super().__init__()
         self.norms = nn.ModuleList(RMSNorm(a.dim) for _ in range(a.n_layers))
-        self.moes = nn.ModuleList(MoE(a.dim, a.ffn_dim, a.experts, a.top_k, world) for _ in range(a.n_layers))
+        self.moes = nn.ModuleList(MoE(a.dim, a.ffn_dim, a.experts, a.top_k, world, a.balanced_routing) for _ in range(a.n_layers))
 
     def forward(self, x):
         for norm, moe in zip(self.norms, self.moes):
@@ -124,8 +124,6 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     torch.manual_seed(0)  # same router/norm weights on every rank
     model = Model(a, world).cuda()
-    for moe in model.moes:
-        moe.balanced = a.balanced_routing
     torch.manual_seed(1 + rank)  # own experts and own tokens
     with torch.no_grad():
         for name, prm in model.named_parameters():

@@ -307,6 +307,7 @@ def _has_own_dispatch(cls: type) -> bool:
     return known
 
 
+@functools.cache
 def _is_async_collective(cls: type) -> bool:
     """A functional collective's not-yet-waited result (torch.distributed._functional_collectives)."""
     return cls.__name__ == "AsyncCollectiveTensor" and cls.__module__.endswith("_functional_collectives")

@@ -18,7 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.models.ops import OpCall, TensorMeta
-from phantora.runtime.dispatch import HybridMode, tensor_meta
+from phantora.runtime.dispatch import HybridMode, RecordingFakeMode, tensor_meta
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
@@ -81,8 +81,6 @@ def install_tolist() -> None:
     dimensions goes through one copy instead; its values are the copy's (known, or placeholder zeros as an
     element read gives). Booleans keep the element reads (their placeholder can be all-true), and so does a
     tensor under another library's fake mode (Note [Foreign fake modes])."""
-    from phantora.runtime.dispatch import RecordingFakeMode
-
     element_by_element = FakeTensor.tolist
 
     def tolist(self: FakeTensor) -> Any:
