@@ -94,7 +94,8 @@ def simulate(names: list[str]) -> dict[str, dict[str, dict]]:
         def dataloader_contention_ns(self):
             return 0
 
-    session.HostModel = CountingHostModel
+    # the session builds its host model with host_model_for (models/measured_host.py): count through that
+    session.host_model_for = lambda mode, scale=1.0: CountingHostModel(host.H200_HOST.scaled(scale))
     from phantora.config.run import RankConfig
 
     bootstrap.install(RankConfig.from_env())
