@@ -144,16 +144,18 @@ class HostConstants:
     host of the ground-truth runs (a same-shape `mm` took 21.4 µs there, 11.7 there). It is what
     tensor parallelism's `DTensor.redistribute` had been charged beyond its ops (115 µs), which now
     goes here. Charged per call of the module's API from Python (runtime/python_costs.py)."""
-    all_to_all_extra_ns: int = 185_000
+    all_to_all_extra_ns: int = 152_000
     """A functional all-to-all (`all_to_all_single[_autograd]`) beyond `functional_collective_ns`: its split
     sizes (the output's rows, the per-peer lists the process group turns into one send and one receive per
     peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
     call 31: the counts', dispatch's and combine's all-to-alls took 294-345 µs at the mean host against
-    133 charged); calls 12-13 and 28 timed it alone, back to back, at 89-250 µs."""
-    index_extra_ns: int = 51_000
+    133 charged, each with a ~33 µs timeline mark that the fit takes off); calls 12-13 and 28 timed it alone,
+    back to back, at 89-250 µs."""
+    index_extra_ns: int = 18_000
     """Advanced indexing by a tensor of indices (`x[idx]`, `index_add`, `index_put_`) on top of a plain op: the
     indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/h200/
-    fit_moe_host.py, call 31: `x[token]` took 72 µs at the mean host against 21 charged)."""
+    fit_moe_host.py, call 31: `x[token]` took 72 µs at the mean host against 21 charged, less its ~33 µs
+    timeline mark; a profiled `aten::index` took 41 µs against ~18 for a one-kernel op: call 33)."""
     radix_sort_pass_ns: int = 20_000
     """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then,
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
@@ -176,13 +178,14 @@ class HostConstants:
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
     6.3 ms over 16 such ops with 2342 extra tensors; the TP run's 10 ms would give 3.9 µs)."""
-    async_collective_op_ns: int = 85_000
+    async_collective_op_ns: int = 53_000
     """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for: its
     `__torch_dispatch__` unwraps the arguments (waiting on each) or, for a view op, re-wraps every output;
     beyond the op itself. Fitted with `async_collective_per_tensor_ns` in situ on moe_ep4's forward
     (benchmarks/h200/fit_moe_host.py, call 31): the dispatch's split into 8 chunks took ~290 µs at the mean
-    host, each expert's cat of 4 chunks ~190. DTensor's tensor parallelism meets a few per layer (the
-    all-reduced activations' view and residual add)."""
+    host, each expert's cat of 4 chunks ~208, each less its ~33 µs timeline mark. A profiled cat of 4 took
+    118-131 µs on an uncontended lease (call 33), ~142 charged there. DTensor's tensor parallelism meets a few
+    per layer (the all-reduced activations' view and residual add)."""
     async_collective_per_tensor_ns: int = 25_500
     """... and per tensor it waits on (an `AsyncCollectiveTensor` argument of a non-view op: a `wait_tensor`
     call each) or wraps (an output of a view op)."""
