@@ -1,5 +1,5 @@
 """Fit the host cost of functional all-to-alls, of ops on their not-yet-waited results and of advanced indexing
-(models/host.py `all_to_all_extra_ns`, `async_collective_op_ns`, `async_collective_per_tensor_ns`,
+(models/host.py `all_to_all_extra_ns`, `async_collective_op_ns`, `async_collective_per_output_ns`,
 `index_extra_ns`) in situ, on moe_ep4's forward.
 
 Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
@@ -17,9 +17,10 @@ divided by that ratio, then:
 
 - all-to-all: the counts', the dispatch's and the combine's all-to-alls, mean; `all_to_all_extra_ns` moves by
   the difference;
-- ops on an AsyncCollectiveTensor: the dispatch's split of the received rows into one chunk per (source
-  rank, local expert) wraps `experts` outputs, and each expert's cat of its chunks waits on `world` of them;
-  the two stretches' differences solve for the constant and the per-tensor term;
+- ops on an AsyncCollectiveTensor: each expert's cat of its chunks waits on `world` of them, the weighting's
+  multiplication on one; they imply 154 and 190 µs per op (printed): more waits do not cost more, so the
+  constant is their mean and a wait costs nothing apart. The dispatch's split of the received rows into one chunk per (source
+  rank, local expert) wraps `experts` outputs: the cost per output it wraps;
 - advanced indexing: the token gather `x[token]`; `index_extra_ns` moves by the difference.
 
 Every real stretch ends with a mark, which records a new CUDA event: host time the simulation does not charge
@@ -28,8 +29,7 @@ comprehensions, ~1 µs of Python) measures it: ~31 µs at the mean host (calls 3
 uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real stretch before the
 differences; session 13's fit had not, and each of its terms carried one mark.
 
-The weighting stretch (a wait, an index, a cast, a multiplication) and the layer's end (zeros_like, index_add, a
-cast, the residual add) are printed as checks. Reaching the fitted constants, a rerun
+The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted constants, a rerun
 prints differences near zero.
 
     python benchmarks/h200/fit_moe_host.py        # one simulation, about a minute on two cores
@@ -93,17 +93,20 @@ def main() -> None:
 
     c = H200_HOST
     a2a = statistics.fmean(missing(n) for n in ALL_TO_ALLS)
-    split = missing("moe.dispatch")  # wraps EXPERTS chunks
-    cat = missing("moe.expert_cat")  # waits on WORLD chunks
-    per_tensor = (split - cat) / (EXPERTS - WORLD)
-    base = cat - WORLD * per_tensor
+    # what an op on an AsyncCollectiveTensor costs, implied by each stretch: the charge now plus what is missing
+    cats = c.async_collective_op_ns / 1e3 + missing("moe.expert_cat")  # a cat that waits on WORLD chunks
+    weighting = c.async_collective_op_ns / 1e3 + missing("moe.weight")  # waits on 1 (with an index, a cast, a mul)
+    split = c.async_collective_op_ns / 1e3 + EXPERTS * c.async_collective_per_output_ns / 1e3 + missing("moe.dispatch")
+    base = statistics.fmean((cats, weighting))
+    per_output = (split - base) / EXPERTS
+    print(f"an op waiting on {WORLD} chunks: {cats:.0f} µs; on 1: {weighting:.0f} µs (a wait adds "
+          f"{(cats - weighting) / (WORLD - 1):.1f} µs: not fitted); a split wrapping {EXPERTS}: {split:.0f} µs")
     print(f"all_to_all_extra_ns = {c.all_to_all_extra_ns / 1e3 + a2a:.1f} µs (now {c.all_to_all_extra_ns / 1e3:.1f})")
-    print(f"async_collective_op_ns = {c.async_collective_op_ns / 1e3 + base:.1f} µs (now {c.async_collective_op_ns / 1e3:.1f}), "
-          f"async_collective_per_tensor_ns = {c.async_collective_per_tensor_ns / 1e3 + per_tensor:.1f} µs "
-          f"(now {c.async_collective_per_tensor_ns / 1e3:.1f})")
+    print(f"async_collective_op_ns = {base:.1f} µs (now {c.async_collective_op_ns / 1e3:.1f}), "
+          f"async_collective_per_output_ns = {per_output:.1f} µs (now {c.async_collective_per_output_ns / 1e3:.1f})")
     print(f"index_extra_ns = {c.index_extra_ns / 1e3 + missing('moe.gather'):.1f} µs (now {c.index_extra_ns / 1e3:.1f})")
-    for name, what in (("moe.weight", "the weighting"), ("L1.fwd_end", "the layer's end")):
-        print(f"check, {what}: {real[name] / lease - mark:.0f} µs at the mean host less the mark, {sim[name]:.0f} simulated")
+    print(f"check, the layer's end: {real['L1.fwd_end'] / lease - mark:.0f} µs at the mean host less the mark, "
+          f"{sim['L1.fwd_end']:.0f} simulated")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ time the simulation has too much, over those ops:
 
     new = current - (simulated - real) / backward subclass ops per rank and step
 
-The forward is printed beside it (its ops include the optimizer's and clip's, so it is not solved for).
+and the forward constant likewise, over the DTensor ops issued from Python (not the engine's, not those a
+functional collective's result dispatches: `async_collective_op_ns`, fitted on the MoE). That count includes
+the clip's and the optimizer's few foreach ops (about 20 of ~900 per step), which the forward span does not.
 Runs the three simulations (a few minutes on two cores):
 
     python benchmarks/h200/fit_subclass_ops.py
@@ -73,32 +75,37 @@ def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) ->
     return timeline
 
 
-def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float]:
-    """Forward and backward host ms of the mean host, and backward subclass ops per rank and step."""
+def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float, float]:
+    """Forward and backward host ms of the mean host, and DTensor ops issued from Python and by the engine
+    per rank and step."""
     timeline = timeline_at_mean_host("llama_train.py", world, [*args, *LLAMA], out)
     forward, backward, _ = phase_means([timeline])
     steps = int(LLAMA[LLAMA.index("--steps") + 1])
-    ops = [json.load(open(os.path.join(out, f"rank{r}", "result.json")))["subclass_backward_ops"] for r in range(world)]
-    return forward, backward, statistics.mean(ops) / steps
+    results = [json.load(open(os.path.join(out, f"rank{r}", "result.json"))) for r in range(world)]
+    engine = statistics.mean(r["subclass_backward_ops"] for r in results) / steps
+    python = statistics.mean(r["subclass_ops"] - r["subclass_backward_ops"] - r["async_collective_ops"]
+                             for r in results) / steps
+    return forward, backward, python, engine
 
 
 def main() -> None:
-    current = H200_HOST.subclass_backward_op_ns / 1000
+    fwd_now, bwd_now = H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000
     implied, weights = [], []
     for config, (world, args) in CONFIGS.items():
         real = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline",
                                                                          config, "rank0.json"), recursive=True)})
         real_fwd, real_bwd, samples = phase_means(real)
         with tempfile.TemporaryDirectory() as out:
-            sim_fwd, sim_bwd, ops = simulate(config, world, args, out)
-        new = current - (sim_bwd - real_bwd) * 1000 / ops
+            sim_fwd, sim_bwd, python, engine = simulate(config, world, args, out)
+        new = (fwd_now - (sim_fwd - real_fwd) * 1000 / python, bwd_now - (sim_bwd - real_bwd) * 1000 / engine)
         implied.append(new)
         weights.append(samples)
         print(f"{config}: real (n={samples}) forward {real_fwd:.1f} / backward {real_bwd:.1f} ms; "
-              f"simulated {sim_fwd:.1f} / {sim_bwd:.1f} ms with {ops:.0f} backward subclass ops per step "
-              f"-> subclass_backward_op_ns {new:.1f} us")
-    pooled = sum(i * w for i, w in zip(implied, weights)) / sum(weights)
-    print(f"pooled (weighted by real samples): subclass_backward_op_ns = {pooled:.1f} us (now {current:.1f})")
+              f"simulated {sim_fwd:.1f} / {sim_bwd:.1f} ms with {python:.0f} / {engine:.0f} DTensor ops per step "
+              f"-> subclass_op_ns {new[0]:.1f} us, subclass_backward_op_ns {new[1]:.1f} us")
+    pooled = [sum(i[k] * w for i, w in zip(implied, weights)) / sum(weights) for k in (0, 1)]
+    print(f"pooled (weighted by real samples): subclass_op_ns = {pooled[0]:.1f} us (now {fwd_now:.1f}), "
+          f"subclass_backward_op_ns = {pooled[1]:.1f} us (now {bwd_now:.1f})")
 
 
 if __name__ == "__main__":

@@ -161,11 +161,14 @@ class HostConstants:
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
     took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
     pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
-    subclass_op_ns: int = 59_000
+    subclass_op_ns: int = 54_000
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
-    local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
-    time missing over 878 DTensor ops, less what LIBRARY_CALL_NS accounts for."""
+    local tensors. Fitted like `subclass_backward_op_ns`, on the forward host time of the same timelines
+    (benchmarks/h200/fit_subclass_ops.py: 55, 57 and 51 µs over ~1000 DTensor ops per rank and step; 54
+    pooled), with the ops on functional collectives' results charged apart (`async_collective_op_ns`).
+    Session 4 had fitted 59 µs on the forward of one tp2 run (data/h200/host_calls), with those ops among
+    the DTensor ops."""
     subclass_backward_op_ns: int = 43_000
     """The same for an op the autograd engine issues (in C++, no Python around it). Fitted on the backward
     host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
@@ -178,17 +181,18 @@ class HostConstants:
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
     6.3 ms over 16 such ops with 2342 extra tensors; the TP run's 10 ms would give 3.9 µs)."""
-    async_collective_op_ns: int = 53_000
-    """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for: its
-    `__torch_dispatch__` unwraps the arguments (waiting on each) or, for a view op, re-wraps every output;
-    beyond the op itself. Fitted with `async_collective_per_tensor_ns` in situ on moe_ep4's forward
-    (benchmarks/h200/fit_moe_host.py, call 31): the dispatch's split into 8 chunks took ~290 µs at the mean
-    host, each expert's cat of 4 chunks ~208, each less its ~33 µs timeline mark. A profiled cat of 4 took
-    118-131 µs on an uncontended lease (call 33), ~142 charged there. DTensor's tensor parallelism meets a few
-    per layer (the all-reduced activations' view and residual add)."""
-    async_collective_per_tensor_ns: int = 25_500
-    """... and per tensor it waits on (an `AsyncCollectiveTensor` argument of a non-view op: a `wait_tensor`
-    call each) or wraps (an output of a view op)."""
+    async_collective_op_ns: int = 172_000
+    """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for, beyond the
+    op itself: its `__torch_dispatch__` in Python (the arguments and the outputs mapped through pytree, a
+    `wait_tensor` on each argument not yet waited for, or for a view op a new wrapper per output). Fitted in
+    situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, call 31), each stretch less its ~33 µs
+    timeline mark: each expert's cat of 4 chunks (4 waits) took 154 µs beyond the cat, the weighting's
+    multiplication (1 wait) 190, so a wait costs next to nothing beside the Python around it (`wait_tensor`
+    itself takes 1 µs in C++: call 33); the constant is their mean. DTensor's tensor parallelism meets a few per layer (the all-reduced
+    activations' view and residual add)."""
+    async_collective_per_output_ns: int = 10_500
+    """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~257 µs
+    at the mean host, less its mark)."""
     library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
     """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
     charges them at the call's start; the names are `Class.method`)."""
@@ -325,10 +329,10 @@ class HostModel:
         own = self.c.subclass_backward_op_ns if backward else self.c.subclass_op_ns
         return own + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
 
-    def async_collective_op_ns(self, tensors: int) -> int:
-        """Host time of an `AsyncCollectiveTensor`'s own dispatch of one op that waits on or wraps `tensors`
-        tensors."""
-        return self.c.async_collective_op_ns + self.c.async_collective_per_tensor_ns * tensors
+    def async_collective_op_ns(self, outputs: int) -> int:
+        """Host time of an `AsyncCollectiveTensor`'s own dispatch of one op; `outputs`: the outputs it wraps
+        (a view op's), 0 for an op that waits on its arguments."""
+        return self.c.async_collective_op_ns + self.c.async_collective_per_output_ns * outputs
 
     def library_call_ns(self, name: str) -> int:
         """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""

@@ -42,6 +42,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "host_only_ops": stats.host_only_ops,
         "subclass_ops": stats.subclass_ops,
         "subclass_backward_ops": stats.subclass_backward_ops,
+        "async_collective_ops": stats.async_collective_ops,
         "gemm_problems": stats.gemm_problems,
         "flops": stats.flops,
         "bytes_moved": stats.bytes_moved,

@@ -20,8 +20,8 @@ not come through `HybridMode` back to it, so handlers (copies, reads, functional
 apply to DTensor's local work as to any other. The subclass's own dispatch costs host time on a
 GPU too (DTensor's sharding propagation and wrapping): the host pays it where `HybridMode` defers.
 A functional collective's result (`AsyncCollectiveTensor`) is such a subclass with a lighter dispatch of
-its own: it waits on each of its arguments, or re-wraps each output of a view op, so it is charged per
-tensor it waits on or wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
+its own: it waits on its arguments, or re-wraps each output of a view op, so it is charged per op and per
+output it wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
 
 Note: [Foreign fake modes]
 Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
@@ -371,7 +371,7 @@ class HybridMode(TorchDispatchMode):
         subclasses = [type(a) for a in flat if _has_own_dispatch(type(a))]
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
-                self.session.async_collective_op(_view_outputs(func, args, kwargs) if _is_view(func) else len(subclasses))
+                self.session.async_collective_op(_view_outputs(func, args, kwargs) if _is_view(func) else 0)
             else:
                 self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]

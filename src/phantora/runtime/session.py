@@ -50,6 +50,8 @@ class OpStats:
     """Ops dispatched by a tensor subclass (DTensor) before its local ops."""
     subclass_backward_ops: int = 0
     """... of them, those the autograd engine issued."""
+    async_collective_ops: int = 0
+    """... of them, those a functional collective's result (`AsyncCollectiveTensor`) dispatched."""
     gemm_problems: int = 0
     """Distinct GEMM problems run, each paying cuBLAS's algorithm selection once."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
@@ -134,12 +136,13 @@ class Session:
             self.stats.subclass_backward_ops += backward
             self._charge(self.host.subclass_op_ns(tensors, backward=backward))
 
-    def async_collective_op(self, tensors: int) -> None:
-        """A functional collective's result dispatches an op itself, waiting on or wrapping `tensors`
-        tensors (models/host.py)."""
+    def async_collective_op(self, outputs: int) -> None:
+        """A functional collective's result dispatches an op itself, wrapping `outputs` outputs (a view op's;
+        0: it waits on its arguments) (models/host.py)."""
         with self.lock:
             self.stats.subclass_ops += 1
-            self._charge(self.host.async_collective_op_ns(tensors))
+            self.stats.async_collective_ops += 1
+            self._charge(self.host.async_collective_op_ns(outputs))
 
     def host_contention(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's

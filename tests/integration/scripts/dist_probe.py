@@ -70,7 +70,7 @@ rows = torch.ones(8 * world, 16, device="cuda")
 _, seen["all_reduce_us"] = host_us(lambda: funcol.all_reduce(rows, "sum", dist.group.WORLD))
 routed, seen["all_to_all_us"] = host_us(lambda: funcol.all_to_all_single(rows, None, None, dist.group.WORLD))
 pieces, seen["split_result_us"] = host_us(lambda: routed.split(4))  # wraps 2 * world pieces
-_, seen["cat_result_us"] = host_us(lambda: torch.cat(pieces[:world]))  # waits on world of them
+_, seen["cat_result_us"] = host_us(lambda: torch.cat(pieces[:world]))  # waits on world of them, wraps none
 plain, seen["split_plain_us"] = host_us(lambda: rows.split(4))
 _, seen["cat_plain_us"] = host_us(lambda: torch.cat(plain[:world]))
 seen["object_p2p"] = None
