@@ -40,6 +40,8 @@ def test_collectives_objects_and_groups(torchrun):
         wait = 1e3 * (s["cat_result_us"] - s["cat_plain_us"])
         assert lo * c.async_collective_op_ns < wait < hi * c.async_collective_op_ns
         assert wrap - wait == pytest.approx(4 * c.async_collective_per_output_ns * wait / c.async_collective_op_ns, rel=0.02)
+        view = 1e3 * (s["view_result_us"] - s["view_plain_us"])  # aten.view: the wrapper only
+        assert view == pytest.approx(c.async_collective_per_output_ns * wait / c.async_collective_op_ns, rel=0.05)
     assert seen[1]["object_p2p"] == {"to": 1}
     assert seen[0]["moe_counts"][:8] != seen[1]["moe_counts"][:8]
     # the barrier lines the ranks up; the synchronize after it costs each rank's host its own speed (1-2 µs apart)

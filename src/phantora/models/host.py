@@ -161,14 +161,14 @@ class HostConstants:
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
     took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
     pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
-    subclass_op_ns: int = 54_000
+    subclass_op_ns: int = 60_000
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
-    local tensors. Fitted like `subclass_backward_op_ns`, on the forward host time of the same timelines
-    (benchmarks/h200/fit_subclass_ops.py: 55, 57 and 51 µs over ~1000 DTensor ops per rank and step; 54
-    pooled), with the ops on functional collectives' results charged apart (`async_collective_op_ns`).
-    Session 4 had fitted 59 µs on the forward of one tp2 run (data/h200/host_calls), with those ops among
-    the DTensor ops."""
+    local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
+    time missing over 878 DTensor ops, less what LIBRARY_CALL_NS accounts for. Fitted again in session 14 like
+    `subclass_backward_op_ns`, on the forward host time of the same timelines, with the ops on functional
+    collectives' results charged apart (benchmarks/h200/fit_subclass_ops.py: 61, 62 and 57 µs over ~1000
+    DTensor ops per rank and step; 60 pooled, was 59)."""
     subclass_backward_op_ns: int = 43_000
     """The same for an op the autograd engine issues (in C++, no Python around it). Fitted on the backward
     host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
@@ -188,8 +188,9 @@ class HostConstants:
     situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, call 31), each stretch less its ~33 µs
     timeline mark: each expert's cat of 4 chunks (4 waits) took 154 µs beyond the cat, the weighting's
     multiplication (1 wait) 190, so a wait costs next to nothing beside the Python around it (`wait_tensor`
-    itself takes 1 µs in C++: call 33); the constant is their mean. DTensor's tensor parallelism meets a few per layer (the all-reduced
-    activations' view and residual add)."""
+    itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the dispatch's fast
+    path wraps its result and does nothing else). Tensor parallelism meets a few per layer (the all-reduced
+    activations' residual add and RMSNorm's first ops)."""
     async_collective_per_output_ns: int = 10_500
     """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~257 µs
     at the mean host, less its mark)."""
@@ -329,10 +330,11 @@ class HostModel:
         own = self.c.subclass_backward_op_ns if backward else self.c.subclass_op_ns
         return own + self.c.subclass_op_per_tensor_ns * max(tensors - 1, 0)
 
-    def async_collective_op_ns(self, outputs: int) -> int:
+    def async_collective_op_ns(self, outputs: int, *, mapped: bool = True) -> int:
         """Host time of an `AsyncCollectiveTensor`'s own dispatch of one op; `outputs`: the outputs it wraps
-        (a view op's), 0 for an op that waits on its arguments."""
-        return self.c.async_collective_op_ns + self.c.async_collective_per_output_ns * outputs
+        (a view op's), 0 for an op that waits on its arguments; `mapped`: False for `aten.view`, which its
+        dispatch wraps on a fast path (no pytree maps, no wait)."""
+        return self.c.async_collective_op_ns * mapped + self.c.async_collective_per_output_ns * outputs
 
     def library_call_ns(self, name: str) -> int:
         """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""

@@ -52,7 +52,7 @@ class MeasuredHostModel(HostModel):
     def subclass_op_ns(self, tensors: int, *, backward: bool = False) -> int:
         return 0  # a tensor subclass's (DTensor's) dispatch is Python outside the interception layer
 
-    def async_collective_op_ns(self, outputs: int) -> int:
+    def async_collective_op_ns(self, outputs: int, *, mapped: bool = True) -> int:
         return 0  # Python outside the interception layer, like DTensor's
 
     def library_call_ns(self, name: str) -> int:

@@ -324,6 +324,14 @@ def _is_view(func) -> bool:
     return _is_view_op(func)
 
 
+def _async_collective_work(func, args: tuple, kwargs: dict) -> tuple[int, bool]:
+    """What AsyncCollectiveTensor's dispatch does for `func`: (outputs it wraps, whether it maps the arguments
+    through pytree). `aten.view` takes its fast path: one wrapper, no maps."""
+    if func is torch.ops.aten.view.default:
+        return 1, False
+    return (_view_outputs(func, args, kwargs) if _is_view(func) else 0), True
+
+
 def _view_outputs(func, args: tuple, kwargs: dict) -> int:
     """How many tensors a view op returns: one, or the pieces of a split or unbind."""
     name = func.__name__.split(".")[0]
@@ -371,7 +379,7 @@ class HybridMode(TorchDispatchMode):
         subclasses = [type(a) for a in flat if _has_own_dispatch(type(a))]
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
-                self.session.async_collective_op(_view_outputs(func, args, kwargs) if _is_view(func) else 0)
+                self.session.async_collective_op(*_async_collective_work(func, args, kwargs))
             else:
                 self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]

@@ -136,13 +136,13 @@ class Session:
             self.stats.subclass_backward_ops += backward
             self._charge(self.host.subclass_op_ns(tensors, backward=backward))
 
-    def async_collective_op(self, outputs: int) -> None:
+    def async_collective_op(self, outputs: int, mapped: bool) -> None:
         """A functional collective's result dispatches an op itself, wrapping `outputs` outputs (a view op's;
-        0: it waits on its arguments) (models/host.py)."""
+        0: it waits on its arguments); `mapped`: through its general path (models/host.py)."""
         with self.lock:
             self.stats.subclass_ops += 1
             self.stats.async_collective_ops += 1
-            self._charge(self.host.async_collective_op_ns(outputs))
+            self._charge(self.host.async_collective_op_ns(outputs, mapped=mapped))
 
     def host_contention(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
