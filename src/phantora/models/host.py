@@ -65,6 +65,16 @@ steps on the H200 machine minus the same in Phantora's simulation of those steps
 GPU machine; benchmarks/h200/profile_steps.py --host-calls, data/h200/host_calls/, compared with
 benchmarks/compare_host_calls.py)."""
 
+ACCUMULATING_CALL_NS: dict[str, int] = {
+    "FSDPState._root_post_backward_final_callback": 103_000,
+    "FSDPParamGroup.post_backward": 141_000,
+}
+"""The same, for a backward that keeps its gradients (gradient accumulation with FSDP2's
+`set_requires_gradient_sync(False)`): post_backward only accumulates them and reshards, the final callback has
+no reduce-scatter to wait for. LIBRARY_CALL_NS's values are the reducing path's. Fitted on call 36 (the 1.5B
+llama, FSDP2 on 2 GPUs, batch 1, 4 micro-steps: data/h200/call36/) against its simulation at the mean host, the
+lease's speed taken from the same calls' reducing path (benchmarks/h200/fit_accumulating_calls.py)."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HostConstants:
@@ -197,6 +207,8 @@ class HostConstants:
     library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
     """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
     charges them at the call's start; the names are `Class.method`)."""
+    accumulating_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(ACCUMULATING_CALL_NS))
+    """... of those that take a lighter path in a backward that keeps its gradients, that path's."""
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured yet;
     it keeps polling loops (`while not e.query()`) advancing in simulated time."""
@@ -205,8 +217,13 @@ class HostConstants:
         """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long)."""
         if factor == 1.0:
             return self
-        times = {f.name: round(getattr(self, f.name) * factor) for f in fields(self) if f.name != "library_call_ns"}
-        return HostConstants(**times, library_call_ns={name: round(ns * factor) for name, ns in self.library_call_ns.items()})
+        return HostConstants(**{f.name: _scaled(getattr(self, f.name), factor) for f in fields(self)})
+
+
+def _scaled(value: int | Mapping[str, int], factor: float) -> int | dict[str, int]:
+    if isinstance(value, Mapping):
+        return {name: round(ns * factor) for name, ns in value.items()}
+    return round(value * factor)
 
 
 H200_HOST = HostConstants()
@@ -336,8 +353,11 @@ class HostModel:
         dispatch wraps on a fast path (no pytree maps, no wait)."""
         return self.c.async_collective_op_ns * mapped + self.c.async_collective_per_output_ns * outputs
 
-    def library_call_ns(self, name: str) -> int:
-        """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown."""
+    def library_call_ns(self, name: str, *, accumulating: bool = False) -> int:
+        """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown.
+        `accumulating`: made in a backward that keeps its gradients (no gradient sync)."""
+        if accumulating and name in self.c.accumulating_call_ns:
+            return self.c.accumulating_call_ns[name]
         return self.c.library_call_ns.get(name, 0)
 
     def library_calls(self) -> list[str]:

@@ -55,7 +55,7 @@ class MeasuredHostModel(HostModel):
     def async_collective_op_ns(self, outputs: int, *, mapped: bool = True) -> int:
         return 0  # Python outside the interception layer, like DTensor's
 
-    def library_call_ns(self, name: str) -> int:
+    def library_call_ns(self, name: str, *, accumulating: bool = False) -> int:
         return 0
 
     def library_calls(self) -> list[str]:

@@ -24,6 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from phantora.models.host import HostModel
     from phantora.runtime.session import Session
 
 
@@ -59,8 +60,37 @@ def install_python_costs(session: Session) -> None:
     for name in host.library_calls():
         owner = _library_owner(name)
         if owner is not None:  # a torch without this library (or this version of it) never calls it
-            cost = host.library_call_ns(name)
-            _charge_before(owner, name.rpartition(".")[2], lambda *args, cost=cost: charge(cost))
+            _charge_before(owner, name.rpartition(".")[2], _library_charge(host, name, charge))
+
+
+def _library_charge(host: HostModel, name: str, charge: Callable[[int], None]) -> Callable[..., None]:
+    """Charge a call of library Python `name` its cost, the accumulating path's where it takes that one."""
+    reducing, keeps_gradients = host.library_call_ns(name), KEEPS_GRADIENTS.get(name)
+    accumulating = host.library_call_ns(name, accumulating=True)
+
+    def charge_call(owner: Any = None) -> None:
+        charge(accumulating if keeps_gradients is not None and keeps_gradients(owner) else reducing)
+    return charge_call
+
+
+def _group_keeps_gradients(group: Any) -> bool:
+    return not getattr(group, "reduce_grads", True)
+
+
+def _root_keeps_gradients(state: Any) -> bool:
+    """No param group of the root's FSDP states reduced its gradients in this backward."""
+    context = getattr(state, "_state_ctx", None)
+    groups = [g for s in getattr(context, "all_states", ()) for g in getattr(s, "_fsdp_param_groups", ())]
+    return bool(groups) and all(_group_keeps_gradients(g) for g in groups)
+
+
+KEEPS_GRADIENTS: dict[str, Callable[[Any], bool]] = {
+    "FSDPParamGroup.post_backward": _group_keeps_gradients,
+    "FSDPState._root_post_backward_final_callback": _root_keeps_gradients,
+}
+"""Library calls with a lighter path in a backward that keeps its gradients (gradient accumulation with FSDP2's
+`set_requires_gradient_sync(False)`), and whether a call (given its first argument) takes it: it then pays
+models/host.py ACCUMULATING_CALL_NS instead of the reducing path's LIBRARY_CALL_NS."""
 
 
 LIBRARY_MODULES = {
