@@ -18,19 +18,20 @@ divided by that ratio, then:
 - all-to-all: the counts', the dispatch's and the combine's all-to-alls, mean; `all_to_all_extra_ns` moves by
   the difference;
 - ops on an AsyncCollectiveTensor: each expert's cat of its chunks waits on `world` of them, the weighting's
-  multiplication on one; they imply 154 and 190 µs per op (printed): more waits do not cost more, so the
-  constant is their mean and a wait costs nothing apart. The dispatch's split of the received rows into one chunk per (source
-  rank, local expert) wraps `experts` outputs: the cost per output it wraps;
+  multiplication on one (beside an index, a cast and a multiplication charged as fitted); they imply 154 and
+  190 µs per op (printed): more waits do not cost more, so the constant is their mean and a wait costs
+  nothing apart. The dispatch's split of the received rows into one chunk per (source rank, local expert)
+  wraps `experts` outputs: the cost per output it wraps;
 - advanced indexing: the token gather `x[token]`; `index_extra_ns` moves by the difference.
 
 Every real stretch ends with a mark, which records a new CUDA event: host time the simulation does not charge
 (it charges event records nothing). The stretch that holds almost nothing else (`moe.splits`: a few list
-comprehensions, ~1 µs of Python) measures it: ~31 µs at the mean host (calls 31 and 33; in a tight loop on an
-uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real stretch before the
-differences; session 13's fit had not, and each of its terms carried one mark.
+comprehensions, ~1 µs of Python) measures it: ~33 µs at the mean host (31-35 µs raw on calls 31 and 33; in a
+tight loop on an uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real
+stretch before the differences; session 13's fit had not, and each of its terms carried one mark.
 
-The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted constants, a rerun
-prints differences near zero.
+The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted
+constants, a rerun prints differences near zero.
 
     python benchmarks/h200/fit_moe_host.py        # one simulation, about a minute on two cores
 """
