@@ -3,8 +3,8 @@
 `index_extra_ns`) in situ, on moe_ep4's forward.
 
 Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
-call 31: data/h200/call31/timeline/moe_ep4_routed). Each stretch between two marks is averaged over every rank,
-step and layer. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is
+call 31: data/h200/call31/timeline/moe_ep4_routed). Each stretch between two marks is taken as each rank's median
+over steps and layers, averaged over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is
 host time.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention none
@@ -62,7 +62,8 @@ INSTRUMENT = "moe.splits"
 
 
 def stretches(directories: list[Path]) -> dict[str, float]:
-    """Mark name -> mean µs since the previous mark, over every rank, step and occurrence."""
+    """Mark name -> µs since the previous mark: each rank's median over its steps and occurrences, averaged over
+    the ranks."""
     samples: dict[str, list[float]] = {}
     for directory in directories:
         for rank in range(WORLD):
