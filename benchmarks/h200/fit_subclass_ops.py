@@ -17,7 +17,7 @@ time the simulation has too much, over those ops:
 
 and the forward constant likewise, over the DTensor ops issued from Python (not the engine's, not those a
 functional collective's result dispatches: `async_collective_op_ns`, fitted on the MoE). That count includes
-the clip's and the optimizer's few foreach ops (about 20 of ~900 per step), which the forward span does not.
+the clip's and the optimizer's few foreach ops (about 20 of ~1000 per step), which the forward span does not.
 Runs the three simulations (a few minutes on two cores):
 
     python benchmarks/h200/fit_subclass_ops.py
