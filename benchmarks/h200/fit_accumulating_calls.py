@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
+from fit_subclass_ops import at_mean_host  # noqa: E402  (this script's folder)
 from phantora.models.host import H200_HOST  # noqa: E402
-from phantora.models.host_contention import H200_VM  # noqa: E402
 
 REAL = ROOT / "data" / "h200" / "call36" / "fsdp2_ga4"
 WORLD, MICRO, GROUPS = 2, 4, 17
@@ -57,12 +56,9 @@ def by_path(directory: Path) -> dict[str, tuple[float, float]]:
 
 
 def simulate(out: str) -> Path:
+    """The configuration at the mean host; the folder of its library calls' host times."""
     calls = Path(out) / "calls"
-    command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(WORLD),
-               "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
-               "--out", os.path.join(out, "run"), str(ROOT / "benchmarks" / "workloads" / "llama_train.py"), *ARGS]
-    env = {**os.environ, "PHANTORA_BENCH_HOST_CALLS": str(calls), "PYTHONPATH": str(ROOT / "src")}
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    at_mean_host("llama_train.py", WORLD, ARGS, os.path.join(out, "run"), PHANTORA_BENCH_HOST_CALLS=str(calls))
     return calls
 
 

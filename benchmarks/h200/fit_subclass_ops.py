@@ -63,15 +63,20 @@ def phase_means(directories: list[str]) -> tuple[float, float, int]:
     return statistics.mean(forward), statistics.mean(backward), len(forward)
 
 
-def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) -> str:
-    """Simulate benchmarks/workloads/`script` on `world` ranks, every one at the mean host, with its layer timeline;
-    the timeline's directory (under `out`, which also gets the run's own output)."""
-    timeline = os.path.join(out, "timeline")
+def at_mean_host(script: str, world: int, args: list[str], out: str, **bench: str) -> None:
+    """Simulate benchmarks/workloads/`script` on `world` ranks, every one at the mean host, its output under `out`;
+    `bench`: the workload's PHANTORA_BENCH_* variables (what it records beside)."""
     command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(world),
                "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
                "--out", out, os.path.join(ROOT, "benchmarks", "workloads", script), *args]
-    env = {**os.environ, "PHANTORA_BENCH_TIMELINE": timeline, "PYTHONPATH": os.path.join(ROOT, "src")}
+    env = {**os.environ, **bench, "PYTHONPATH": os.path.join(ROOT, "src")}
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) -> str:
+    """`at_mean_host` with the layer timeline; the timeline's directory (under `out`)."""
+    timeline = os.path.join(out, "timeline")
+    at_mean_host(script, world, args, out, PHANTORA_BENCH_TIMELINE=timeline)
     return timeline
 
 

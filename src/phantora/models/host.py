@@ -351,7 +351,8 @@ class HostModel:
         """Host time of an `AsyncCollectiveTensor`'s own dispatch of one op; `outputs`: the outputs it wraps
         (a view op's), 0 for an op that waits on its arguments; `mapped`: False for `aten.view`, which its
         dispatch wraps on a fast path (no pytree maps, no wait)."""
-        return self.c.async_collective_op_ns * mapped + self.c.async_collective_per_output_ns * outputs
+        dispatch = self.c.async_collective_op_ns if mapped else 0
+        return dispatch + self.c.async_collective_per_output_ns * outputs
 
     def library_call_ns(self, name: str, *, accumulating: bool = False) -> int:
         """Host time of one call of library Python `name` (`Class.method`) beyond its ops; 0 if unknown.
