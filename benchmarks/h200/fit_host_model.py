@@ -41,6 +41,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import leases  # noqa: E402  (this script's folder)
+
 MEASURED = REPO / "data/h200/call4/launch_bound.json"
 CALL3 = REPO / "data/h200/call3/phases.json"
 CALL5 = REPO / "data/h200/call5/launch_bound_order.json"
@@ -169,8 +172,8 @@ def fit(measured: dict, sim: dict) -> dict[str, int]:
 
 
 def loader_pairs() -> list[tuple[dict, dict]]:
-    """(nano_noloader, nano_script) measured one after the other in call 5."""
-    runs = json.loads(CALL5.read_text())["variants"]
+    """(nano_noloader, nano_script) measured one after the other in call 5, at the average lease."""
+    runs = [at_average_lease(v, "call5") for v in json.loads(CALL5.read_text())["variants"]]
     pairs, last = [], None
     for r in runs:
         if r["name"] == "nano_noloader":
@@ -195,9 +198,22 @@ def predict(sim_phases: dict, c: dict) -> dict[str, float]:
     return out
 
 
+def at_average_lease(variant: dict, lease: str) -> dict:
+    """A measured variant's times divided by its lease's index (benchmarks/h200/leases.py): what the average
+    lease would have taken."""
+    index = leases.lease_index()[lease]
+    scaled = dict(variant)
+    for key in ("phase_ms_median", "phase_cpu_ms_median"):
+        if key in variant:
+            scaled[key] = {phase: ms / index for phase, ms in variant[key].items()}
+    scaled["step_ms"] = [ms / index for ms in variant["step_ms"]]
+    scaled["step_ms_median"] = variant["step_ms_median"] / index
+    return scaled
+
+
 def load() -> tuple[dict, dict]:
-    """(measured variants of call 4 by name, simulated counts by variant) as stored in data/h200."""
-    measured = {v["name"]: v for v in json.loads(MEASURED.read_text())["variants"]}
+    """(measured variants of call 4 by name, at the average lease; simulated counts by variant)."""
+    measured = {v["name"]: at_average_lease(v, "call4") for v in json.loads(MEASURED.read_text())["variants"]}
     return measured, json.loads(COUNTS.read_text())
 
 
@@ -207,8 +223,8 @@ def main() -> None:
                         help=f"simulate the variants again and rewrite {COUNTS.relative_to(REPO)}")
     args = parser.parse_args()
     if args.simulate or not COUNTS.exists():
-        measured = {v["name"]: v for v in json.loads(MEASURED.read_text())["variants"]}
-        COUNTS.write_text(json.dumps(simulate(list(measured) + ["llama_phases16", "llama_phases8"]), indent=1) + "\n")
+        names = [v["name"] for v in json.loads(MEASURED.read_text())["variants"]]
+        COUNTS.write_text(json.dumps(simulate(names + ["llama_phases16", "llama_phases8"]), indent=1) + "\n")
     measured, sim = load()
     call4 = {n: sim[n] for n in measured}
     c = fit(measured, call4)

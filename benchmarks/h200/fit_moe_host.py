@@ -3,17 +3,16 @@
 `index_extra_ns`) in situ, on moe_ep4's forward.
 
 Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
-call 31: data/h200/call31/timeline/moe_ep4_routed). Each stretch between two marks is taken as each rank's median
-over steps and layers, averaged over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is
-host time.
+calls 31 and 39). Each stretch between two marks is taken as each rank's median over steps and layers, averaged
+over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is host
+time. Each lease ran slower than the average lease (call 31's hosts were contended in 85 % of the
+probes): every real stretch is divided by its lease's index (benchmarks/h200/leases.py: 1.153 and 1.072), then the
+two leases averaged.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention none
---host-time-scale` the contended hosts' mean factor), its own timeline.
-
-The lease's hosts are not the mean host (call 31's were contended in 85 % of the probes). Its speed against
-the simulation's is taken from stretches made of plain ops whose costs were fitted elsewhere: the argsort
-(`radix_sort_pass_ns`) and the expert FFNs (GEMMs of new shapes: `gemm_select_ns`). Every real stretch is
-divided by that ratio, then:
+--host-time-scale` the contended hosts' mean factor), its own timeline. As a check, the stretches made of plain ops
+whose costs were fitted elsewhere (the argsort, `radix_sort_pass_ns`; the expert FFNs, GEMMs of new shapes,
+`gemm_select_ns`) are printed against the simulation. Then:
 
 - all-to-all: the counts', the dispatch's and the combine's all-to-alls, mean; `all_to_all_extra_ns` moves by
   the difference;
@@ -47,11 +46,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import leases  # noqa: E402  (this script's folder)
 from compare_timeline import load_intervals  # noqa: E402
-from fit_subclass_ops import timeline_at_mean_host  # noqa: E402  (this script's folder)
+from fit_subclass_ops import timeline_at_mean_host  # noqa: E402
 from phantora.models.host import H200_HOST  # noqa: E402
 
-REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed"]
+REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed", ROOT / "data" / "h200" / "call39" / "timeline" / "moe_ep4"]
 WORLD, EXPERTS = 4, 8
 MOE = ["--dim", "2048", "--ffn-dim", "4096", "--experts", str(EXPERTS), "--top-k", "2", "--n-layers", "8",
        "--tokens", "8192", "--steps", "8"]
@@ -61,37 +61,43 @@ INSTRUMENT = "moe.splits"
 """A stretch of a few list comprehensions (~1 µs of Python on the H200 host) and the mark that ends it."""
 
 
-def stretches(directories: list[Path]) -> dict[str, float]:
+def stretches(directory: Path, scale: float = 1.0) -> dict[str, float]:
     """Mark name -> µs since the previous mark: each rank's median over its steps and occurrences, averaged over
-    the ranks."""
+    the ranks, times `scale`."""
     samples: dict[str, list[float]] = {}
-    for directory in directories:
-        for rank in range(WORLD):
-            for name, (_, each, _) in load_intervals(directory, rank).items():
-                samples.setdefault(name, []).append(each)
-    return {name: statistics.fmean(values) for name, values in samples.items()}
+    for rank in range(WORLD):
+        for name, (_, each, _) in load_intervals(directory, rank).items():
+            samples.setdefault(name, []).append(each)
+    return {name: scale * statistics.fmean(values) for name, values in samples.items()}
+
+
+def at_average_lease(directories: list[Path]) -> dict[str, float]:
+    """The real stretches of each timeline over its lease's index (benchmarks/h200/leases.py), averaged over them."""
+    index = leases.lease_index()
+    each = [stretches(d, 1 / index[leases.lease_of_path(str(d))]) for d in directories]
+    return {name: statistics.fmean(s[name] for s in each) for name in set.intersection(*(set(s) for s in each))}
 
 
 def simulate(out: str) -> dict[str, float]:
-    return stretches([Path(timeline_at_mean_host("moe_a2a.py", WORLD, MOE, out))])
+    return stretches(Path(timeline_at_mean_host("moe_a2a.py", WORLD, MOE, out)))
 
 
 def main() -> None:
-    real = stretches(REAL)
+    real = at_average_lease(REAL)
     with tempfile.TemporaryDirectory() as out:
         sim = simulate(out)
-    lease = sum(real[n] for n in REFERENCE) / sum(sim[n] for n in REFERENCE)
-    print(f"lease speed against the mean host (from {', '.join(REFERENCE)}): real / simulated = {lease:.3f}")
-    print(f"{'stretch to mark':20} {'real':>7} {'at mean host':>13} {'simulated':>10}  (µs)")
+    check = sum(real[n] for n in REFERENCE) / sum(sim[n] for n in REFERENCE)
+    print(f"check, stretches of plain ops fitted elsewhere ({', '.join(REFERENCE)}): real / simulated = {check:.3f}")
+    print(f"{'stretch to mark':20} {'real, average lease':>20} {'simulated':>10}  (µs)")
     for name in sorted(sim, key=lambda n: n.split("#")[0]):
         if name.startswith("moe."):
-            print(f"{name:20} {real.get(name, float('nan')):7.0f} {real.get(name, float('nan')) / lease:13.0f} {sim[name]:10.0f}")
-    mark = real[INSTRUMENT] / lease - sim[INSTRUMENT]
+            print(f"{name:20} {real.get(name, float('nan')):20.0f} {sim[name]:10.0f}")
+    mark = real[INSTRUMENT] - sim[INSTRUMENT]
     print(f"a mark's own host time (from {INSTRUMENT}: the mark and ~1 µs of Python), real - simulated: {mark:.1f} µs")
 
     def missing(name: str) -> float:
         """µs the simulation lacks in stretch `name` at the mean host, less the mark that ends it."""
-        return real[name] / lease - sim[name] - mark
+        return real[name] - sim[name] - mark
 
     c = H200_HOST
     a2a = statistics.fmean(missing(n) for n in ALL_TO_ALLS)
@@ -107,7 +113,7 @@ def main() -> None:
     print(f"async_collective_op_ns = {base:.1f} µs (now {c.async_collective_op_ns / 1e3:.1f}), "
           f"async_collective_per_output_ns = {per_output:.1f} µs (now {c.async_collective_per_output_ns / 1e3:.1f})")
     print(f"index_extra_ns = {c.index_extra_ns / 1e3 + missing('moe.gather'):.1f} µs (now {c.index_extra_ns / 1e3:.1f})")
-    print(f"check, the layer's end: {real['L1.fwd_end'] / lease - mark:.0f} µs at the mean host less the mark, "
+    print(f"check, the layer's end: {real['L1.fwd_end'] - mark:.0f} µs at the average lease less the mark, "
           f"{sim['L1.fwd_end']:.0f} simulated")
 
 

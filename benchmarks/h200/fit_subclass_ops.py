@@ -1,12 +1,13 @@
-"""Fit the host cost of DTensor's own dispatch (models/host.py `subclass_op_ns`, `subclass_backward_op_ns`)
-on the tensor-parallel steps' host phases.
+"""Fit the host cost of DTensor's own dispatch (models/host.py `subclass_op_ns`, `subclass_backward_op_ns`,
+`subclass_op_per_tensor_ns`) on the tensor-parallel steps' host phases.
 
 Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under data/h200/
-(benchmarks/workloads/timeline.py; calls 14, 15 and 27 and session 5's, on leases of different contention). A
-rank's forward host time is its first layer's start to its last layer's end, its backward host time the
-loss mark to the backward mark; the mean over every rank and recorded step is the *mean host's* (the one
-the host model's constants stand for: models/host_contention.py Note [Contended hosts]), contention
-included at the rate those leases had it.
+(benchmarks/workloads/timeline.py; calls 8, 14, 15, 27 and 38) whose lease has an index (benchmarks/h200/leases.py:
+call 7's has none). A rank's forward host time is its first layer's start to its last layer's end, its backward
+host time the loss mark to the backward mark, its clip + optimizer host time the backward mark to the optimizer
+mark, each over its lease's index; the mean over every rank and recorded
+step is the average lease's *mean host's* (the one the host model's constants stand for:
+models/host_contention.py Note [Contended hosts]), contention included at the rate those leases had it.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention
 none --host-time-scale` the contended hosts' mean factor), its own timeline, and the ranks' counts of
@@ -18,7 +19,9 @@ time the simulation has too much, over those ops:
 and the forward constant likewise, over the DTensor ops issued from Python (not the engine's, not those a
 functional collective's result dispatches: `async_collective_op_ns`, fitted on the MoE). That count includes
 the clip's and the optimizer's few foreach ops (about 20 of ~1000 per step), which the forward span does not.
-Runs the three simulations (a few minutes on two cores):
+The per-tensor constant likewise, over the list ops' extra DTensors in the clip + optimizer span
+(`clip_grad_norm_` and AdamW, foreach: 2340 for the model's 147 parameters). Runs the three simulations (a few
+minutes on two cores):
 
     python benchmarks/h200/fit_subclass_ops.py
 """
@@ -36,12 +39,15 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-from fit_host_contention import forward_host_ms  # noqa: E402  (this script's folder)
+import leases  # noqa: E402  (this script's folder)
+from fit_host_contention import forward_host_ms  # noqa: E402
 from phantora.models.host import H200_HOST  # noqa: E402
 from phantora.models.host_contention import H200_VM  # noqa: E402
 
 LLAMA = ["--ac", "none", "--dim", "2048", "--n-layers", "16", "--n-heads", "32", "--n-kv-heads", "8", "--ffn-dim",
          "8192", "--vocab", "128256", "--seq", "4096", "--batch", "2", "--steps", "6"]
+LLAMA_PARAMS = 9 * 16 + 3
+"""The model's parameters (each a DTensor): 9 per layer, the embedding, the final norm and the output."""
 CONFIGS = {
     "llama_l1b_tp2": (2, ["--parallel", "tp"]),
     "llama_l1b_tp4": (4, ["--parallel", "tp"]),
@@ -49,18 +55,34 @@ CONFIGS = {
 }
 
 
-def phase_means(directories: list[str]) -> tuple[float, float, int]:
-    """Mean forward and backward host ms over every rank and step of these timelines, and the sample count."""
-    forward, backward = [], []
+PHASES = ("forward", "backward", "clip + optimizer")
+
+
+def phase_host_ms(step: list) -> tuple[float, float, float]:
+    """A rank's forward (first layer's start to last layer's end), backward (loss mark to backward mark) and
+    clip + optimizer (backward mark to optimizer mark) host ms in one step."""
+    marks = {label: host for label, host, _ in step}
+    return (forward_host_ms(step), (marks["backward"] - marks["loss"]) / 1000,
+            (marks["optimizer"] - marks["backward"]) / 1000)
+
+
+def phase_means(directories: list[str], index: dict[str, float] | None = None) -> tuple[list[float], int]:
+    """Mean host ms of each of PHASES over every rank and step of these timelines, and the sample count; with
+    `index` (lease -> index), each timeline's times over its lease's index: the average lease's."""
+    samples = []
     for directory in directories:
+        scale = 1 / index[leases.lease_of_path(directory)] if index else 1.0
         for path in sorted(glob.glob(os.path.join(directory, "rank*.json"))):
             with open(path) as f:
-                steps = json.load(f)["steps"]
-            for step in steps:
-                marks = {label: host for label, host, _ in step}
-                forward.append(forward_host_ms(step))
-                backward.append((marks["backward"] - marks["loss"]) / 1000)
-    return statistics.mean(forward), statistics.mean(backward), len(forward)
+                samples += [[scale * ms for ms in phase_host_ms(step)] for step in json.load(f)["steps"]]
+    return [statistics.mean(column) for column in zip(*samples)], len(samples)
+
+
+def real_timelines(config: str, index: dict[str, float]) -> list[str]:
+    """Every real layer timeline of `config` under data/h200/ whose lease has an index."""
+    found = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline", config,
+                                                                      "rank0.json"), recursive=True)})
+    return [d for d in found if leases.lease_of_path(d) in index]
 
 
 def at_mean_host(script: str, world: int, args: list[str], out: str, **bench: str) -> None:
@@ -80,37 +102,45 @@ def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) ->
     return timeline
 
 
-def simulate(config: str, world: int, args: list[str], out: str) -> tuple[float, float, float, float]:
-    """Forward and backward host ms of the mean host, and DTensor ops issued from Python and by the engine
-    per rank and step."""
+def foreach_extra_tensors(params: int) -> int:
+    """DTensors beyond the first in each list op of `clip_grad_norm_` and AdamW (foreach) over `params`
+    parameters: the norm, the stack and the scaling (3 lists), and the optimizer's 9 ops over 13 lists."""
+    return 16 * params - 12
+
+
+def simulate(config: str, world: int, args: list[str], out: str) -> tuple[list[float], float, float]:
+    """Host ms of PHASES at the mean host, and DTensor ops issued from Python and by the engine per rank and step."""
     timeline = timeline_at_mean_host("llama_train.py", world, [*args, *LLAMA], out)
-    forward, backward, _ = phase_means([timeline])
+    phases, _ = phase_means([timeline])
     steps = int(LLAMA[LLAMA.index("--steps") + 1])
     results = [json.load(open(os.path.join(out, f"rank{r}", "result.json"))) for r in range(world)]
     engine = statistics.mean(r["subclass_backward_ops"] for r in results) / steps
     python = statistics.mean(r["subclass_ops"] - r["subclass_backward_ops"] - r["async_collective_ops"]
                              for r in results) / steps
-    return forward, backward, python, engine
+    return phases, python, engine
 
 
 def main() -> None:
-    fwd_now, bwd_now = H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000
+    now = [H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000,
+           H200_HOST.subclass_op_per_tensor_ns / 1000]
+    names = ("subclass_op_ns", "subclass_backward_op_ns", "subclass_op_per_tensor_ns")
+    index = leases.lease_index()
     implied, weights = [], []
     for config, (world, args) in CONFIGS.items():
-        real = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline",
-                                                                         config, "rank0.json"), recursive=True)})
-        real_fwd, real_bwd, samples = phase_means(real)
+        real, samples = phase_means(real_timelines(config, index), index)
         with tempfile.TemporaryDirectory() as out:
-            sim_fwd, sim_bwd, python, engine = simulate(config, world, args, out)
-        new = (fwd_now - (sim_fwd - real_fwd) * 1000 / python, bwd_now - (sim_bwd - real_bwd) * 1000 / engine)
+            sim, python, engine = simulate(config, world, args, out)
+        counts = (python, engine, foreach_extra_tensors(LLAMA_PARAMS))
+        new = [c - (s - r) * 1000 / n for c, s, r, n in zip(now, sim, real, counts)]
         implied.append(new)
         weights.append(samples)
-        print(f"{config}: real (n={samples}) forward {real_fwd:.1f} / backward {real_bwd:.1f} ms; "
-              f"simulated {sim_fwd:.1f} / {sim_bwd:.1f} ms with {python:.0f} / {engine:.0f} DTensor ops per step "
-              f"-> subclass_op_ns {new[0]:.1f} us, subclass_backward_op_ns {new[1]:.1f} us")
-    pooled = [sum(i[k] * w for i, w in zip(implied, weights)) / sum(weights) for k in (0, 1)]
-    print(f"pooled (weighted by real samples): subclass_op_ns = {pooled[0]:.1f} us (now {fwd_now:.1f}), "
-          f"subclass_backward_op_ns = {pooled[1]:.1f} us (now {bwd_now:.1f})")
+        print(f"{config}: real (n={samples}) / simulated host ms: "
+              + ", ".join(f"{p} {r:.1f} / {s:.1f}" for p, r, s in zip(PHASES, real, sim))
+              + f"; {python:.0f} / {engine:.0f} DTensor ops per step, {counts[2]} extra list tensors -> "
+              + ", ".join(f"{n} {v:.1f} us" for n, v in zip(names, new)))
+    pooled = [sum(i[k] * w for i, w in zip(implied, weights)) / sum(weights) for k in range(3)]
+    print("pooled (weighted by real samples): " + ", ".join(f"{n} = {v:.1f} us (now {c:.1f})"
+                                                             for n, v, c in zip(names, pooled, now)))
 
 
 if __name__ == "__main__":

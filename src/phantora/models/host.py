@@ -26,8 +26,10 @@ The context terms were fitted on real launch-bound steps on the H200 machine, ph
 (forward, backward, clip, optimizer, zero_grad, data), for two model families at 1 to 28 layers
 with and without autocast and fused/foreach AdamW (benchmarks/h200/measure_launch_bound.py,
 data/h200/call4/launch_bound.json; fit: benchmarks/h200/fit_host_model.py). Host time measured on
-these VMs varied by ±20% between steps, and by 20-35% between machines for the same steps (calls 3
-and 5 ran faster than call 4, whose speed the ground-truth machine's runs match).
+these VMs varied by ±20% between steps, and by up to 1.6x between leases for the same steps. The fits
+divide what they measured on a lease by that lease's index (how much slower than the average lease it ran
+the host-bound ground-truth commands, benchmarks/h200/leases.py; call 4: 1.090), so the constants stand for
+the average lease. The per-op microbenchmarks (`launch_ns`, ...: call 1) are taken as measured.
 Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
 the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC pauses.
 """
@@ -84,29 +86,30 @@ class HostConstants:
     """C++ dispatch + one kernel launch of a plain op on tiny tensors (mul 6.5 µs, add_ 5.4, silu 6.6, sum 7.8 µs)."""
     alloc_output_ns: int = 1800
     """Extra for an op that allocates its output through the caching allocator (a+b 9.2 µs vs add(out=) 7.5 µs)."""
-    framework_ns: int = 12_700
+    framework_ns: int = 10_900
     """Per kernel op issued from Python (not by the backward engine): Python binding, autograd recording,
-    autocast, the statements around it (launch-bound steps, data/h200/call4; was 9000 from call 3)."""
-    module_call_ns: int = 24_800
+    autocast, the statements around it (launch-bound steps, data/h200/call4, at the average lease: call 4's
+    times over its lease index 1.090, benchmarks/h200/leases.py; 12.7 µs at call 4's speed; was 9000 from call 3)."""
+    module_call_ns: int = 22_300
     """Per `nn.Module` call: `__call__` and the Python of its `forward` beyond its ops (fitted with
     `framework_ns` on forward phases; an identity module called in a hot loop takes 0.85 µs)."""
-    autograd_node_ns: int = 16_500
+    autograd_node_ns: int = 14_500
     """Per autograd node the backward engine runs; its ops pay dispatch and launch only (fitted on
     backward phases, data/h200/call4)."""
-    optimizer_step_ns: int = 272_000
+    optimizer_step_ns: int = 229_700
     """Python of one `optimizer.step()` beyond its ops (median over 12 measured steps, fused and foreach
     AdamW, 12-255 parameters: the per-tensor cost is in the foreach / fused terms)."""
-    zero_grad_ns: int = 27_100
+    zero_grad_ns: int = 24_900
     """`zero_grad(set_to_none=True)`, per call (it launches nothing) ..."""
-    zero_grad_per_param_ns: int = 1_700
+    zero_grad_per_param_ns: int = 1_500
     """... and per parameter (measured 0.05 ms for 12 parameters, 0.47 ms for 255)."""
-    grad_norm_ns: int = 232_000
+    grad_norm_ns: int = 188_500
     """Python of `clip_grad_norm_`'s total norm beyond its ops (grouping by device and dtype; median
     over 12 measured steps)."""
-    dataloader_next_ns: int = 69_500
+    dataloader_next_ns: int = 75_900
     """`next()` on a DataLoader whose workers have the batch ready (2 workers, pinned memory; median of
     4 measured steps: 0.05-0.10 ms)."""
-    dataloader_contention_ns: int = 806_200
+    dataloader_contention_ns: int = 888_100
     """What else such a loader takes from the main thread per batch, while it issues the next ops (the
     pin-memory thread competes for the GIL and the CPU): step time with the loader minus without,
     measured side by side 4 times on two machines (+0.86, +0.90, +0.94, +1.76 ms), less `next()` and
@@ -154,56 +157,62 @@ class HostConstants:
     host of the ground-truth runs (a same-shape `mm` took 21.4 µs there, 11.7 there). It is what
     tensor parallelism's `DTensor.redistribute` had been charged beyond its ops (115 µs), which now
     goes here. Charged per call of the module's API from Python (runtime/python_costs.py)."""
-    all_to_all_extra_ns: int = 152_000
+    all_to_all_extra_ns: int = 151_000
     """A functional all-to-all (`all_to_all_single[_autograd]`) beyond `functional_collective_ns`: its split
     sizes (the output's rows, the per-peer lists the process group turns into one send and one receive per
     peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
-    call 31: the counts', dispatch's and combine's all-to-alls took 294-345 µs at the mean host against
-    133 charged, each with a ~33 µs timeline mark that the fit takes off); calls 12-13 and 28 timed it alone,
-    back to back, at 89-250 µs."""
-    index_extra_ns: int = 18_000
+    calls 31 and 39 at the average lease: the counts', dispatch's and combine's all-to-alls took 290-345 µs
+    against 133 charged, each with a ~32 µs timeline mark that the fit takes off); calls 12-13 and 28 timed it
+    alone, back to back, at 89-250 µs."""
+    index_extra_ns: int = 19_000
     """Advanced indexing by a tensor of indices (`x[idx]`, `index_add`, `index_put_`) on top of a plain op: the
     indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/h200/
-    fit_moe_host.py, call 31: `x[token]` took 72 µs at the mean host against 21 charged, less its ~33 µs
+    fit_moe_host.py, calls 31 and 39: `x[token]` took 71 µs at the average lease against 21 charged, less its ~32 µs
     timeline mark; a profiled `aten::index` took 41 µs against ~18 for a one-kernel op: call 33)."""
     radix_sort_pass_ns: int = 20_000
     """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then,
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
     took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
     pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
-    subclass_op_ns: int = 60_000
+    subclass_op_ns: int = 71_000
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
     local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
     time missing over 878 DTensor ops, less what LIBRARY_CALL_NS accounts for. Fitted again in session 14 like
     `subclass_backward_op_ns`, on the forward host time of the same timelines, with the ops on functional
     collectives' results charged apart (benchmarks/h200/fit_subclass_ops.py: 61, 62 and 57 µs over ~1000
-    DTensor ops per rank and step; 60 pooled, was 59)."""
-    subclass_backward_op_ns: int = 43_000
+    DTensor ops per rank and step; 60 pooled, was 59). Session 15: the timelines at the average lease (each
+    over its lease's index, benchmarks/h200/leases.py; calls 8, 14, 15, 27 and 38): 72, 73 and 67 µs, 71 pooled."""
+    subclass_backward_op_ns: int = 51_000
     """The same for an op the autograd engine issues (in C++, no Python around it). Fitted on the backward
     host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
     fsdp2_tp2's timelines (370 in all, from four leases: calls 14, 15, 27 and session 5; the mean host, as
     the other constants) against the simulation of each with every rank at the mean host
     (benchmarks/h200/fit_subclass_ops.py: 45, 46 and 38 µs; 43 pooled). Session 4 had fitted 59 µs on one
     run of tp2 whose backward alone was contended (171 ms against 109-121 on other leases); the forward's
-    59 µs still fits (simulated forward 92-100 ms against 96-100 real)."""
-    subclass_op_per_tensor_ns: int = 2_300
+    59 µs still fits (simulated forward 92-100 ms against 96-100 real). Session 15, at the average lease (see
+    `subclass_op_ns`): 55, 54 and 45 µs, 51 pooled."""
+    subclass_op_per_tensor_ns: int = 5_800
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
-    parameters in `clip_grad_norm_` or the optimizer (llama_l1b_fsdp4: clip and optimizer phases miss
-    6.3 ms over 16 such ops with 2342 extra tensors; the TP run's 10 ms would give 3.9 µs)."""
-    async_collective_op_ns: int = 172_000
+    parameters in `clip_grad_norm_` or the optimizer (2340 such tensors per step for a 147-parameter model).
+    Fitted on the clip + optimizer host time of the tensor-parallel timelines at the average lease
+    (benchmarks/h200/fit_subclass_ops.py, session 15): tp2 23.4 ms, tp4 21.5, fsdp2_tp2 15.9, against 11.5 at
+    2.3 µs; 7.4, 6.5 and 4.0 µs, 5.8 pooled. Session 4 had fitted 2.3 on llama_l1b_fsdp4's (one lease, call 7,
+    whose index is unknown): FSDP2's one-dimensional, uniformly sharded lists look cheaper, and the model does
+    not tell placements apart."""
+    async_collective_op_ns: int = 179_000
     """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for, beyond the
     op itself: its `__torch_dispatch__` in Python (the arguments and the outputs mapped through pytree, a
     `wait_tensor` on each argument not yet waited for, or for a view op a new wrapper per output). Fitted in
-    situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, call 31), each stretch less its ~33 µs
-    timeline mark: each expert's cat of 4 chunks (4 waits) took 154 µs beyond the cat, the weighting's
-    multiplication (1 wait) 190, so a wait costs next to nothing beside the Python around it (`wait_tensor`
+    situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, calls 31 and 39 at the average lease), each
+    stretch less its ~32 µs timeline mark: each expert's cat of 4 chunks (4 waits) took 159 µs beyond the cat,
+    the weighting's multiplication (1 wait) 198, so a wait costs next to nothing beside the Python around it (`wait_tensor`
     itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the dispatch's fast
     path wraps its result and does nothing else). Tensor parallelism meets a few per layer (the all-reduced
     activations' residual add and RMSNorm's first ops)."""
-    async_collective_per_output_ns: int = 10_500
-    """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~257 µs
-    at the mean host, less its mark)."""
+    async_collective_per_output_ns: int = 10_100
+    """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~260 µs
+    at the average lease, less its mark)."""
     library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
     """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
     charges them at the call's start; the names are `Class.method`)."""
