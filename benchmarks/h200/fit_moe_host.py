@@ -6,8 +6,9 @@ Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benc
 calls 31 and 39). Each stretch between two marks is taken as each rank's median over steps and layers, averaged
 over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is host
 time. Each lease ran slower than the average lease (call 31's hosts were contended in 85 % of the
-probes): every real stretch is divided by its lease's index (benchmarks/h200/leases.py: 1.153 and 1.072), then the
-two leases averaged.
+probes): every real stretch is divided by its lease's index (benchmarks/h200/leases.py), then the two leases
+averaged. Call 39's layers have one mark more (after the counts' cat), so its `moe.tolist` stretch is shorter
+than call 31's; that stretch is printed, not fitted.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention none
 --host-time-scale` the contended hosts' mean factor), its own timeline. As a check, the stretches made of plain ops
@@ -51,7 +52,8 @@ from compare_timeline import load_intervals  # noqa: E402
 from fit_subclass_ops import timeline_at_mean_host  # noqa: E402
 from phantora.models.host import H200_HOST  # noqa: E402
 
-REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed", ROOT / "data" / "h200" / "call39" / "timeline" / "moe_ep4"]
+REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed",
+        ROOT / "data" / "h200" / "call39" / "timeline" / "moe_ep4"]
 WORLD, EXPERTS = 4, 8
 MOE = ["--dim", "2048", "--ffn-dim", "4096", "--experts", str(EXPERTS), "--top-k", "2", "--n-layers", "8",
        "--tokens", "8192", "--steps", "8"]

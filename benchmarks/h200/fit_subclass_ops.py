@@ -5,9 +5,9 @@ Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fs
 (benchmarks/workloads/timeline.py; calls 8, 14, 15, 27 and 38) whose lease has an index (benchmarks/h200/leases.py:
 call 7's has none). A rank's forward host time is its first layer's start to its last layer's end, its backward
 host time the loss mark to the backward mark, its clip + optimizer host time the backward mark to the optimizer
-mark, each over its lease's index; the mean over every rank and recorded
-step is the average lease's *mean host's* (the one the host model's constants stand for:
-models/host_contention.py Note [Contended hosts]), contention included at the rate those leases had it.
+mark, each over its lease's index; the mean over every rank and recorded step is the average lease's *mean
+host's* (the one the host model's constants stand for: models/host_contention.py Note [Contended hosts]),
+contention included at the rate those leases had it.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention
 none --host-time-scale` the contended hosts' mean factor), its own timeline, and the ranks' counts of
@@ -20,7 +20,7 @@ and the forward constant likewise, over the DTensor ops issued from Python (not 
 functional collective's result dispatches: `async_collective_op_ns`, fitted on the MoE). That count includes
 the clip's and the optimizer's few foreach ops (about 20 of ~1000 per step), which the forward span does not.
 The per-tensor constant likewise, over the list ops' extra DTensors in the clip + optimizer span
-(`clip_grad_norm_` and AdamW, foreach: 2340 for the model's 147 parameters). Runs the three simulations (a few
+(`clip_grad_norm_` and AdamW, foreach: 2342 for the model's 147 parameters). Runs the three simulations (a few
 minutes on two cores):
 
     python benchmarks/h200/fit_subclass_ops.py
@@ -104,8 +104,11 @@ def timeline_at_mean_host(script: str, world: int, args: list[str], out: str) ->
 
 def foreach_extra_tensors(params: int) -> int:
     """DTensors beyond the first in each list op of `clip_grad_norm_` and AdamW (foreach) over `params`
-    parameters: the norm, the stack and the scaling (3 lists), and the optimizer's 9 ops over 13 lists."""
-    return 16 * params - 12
+    parameters: the clip's norms, their stack and the scaling (which takes the clip coefficient too), and the
+    optimizer's 8 DTensor ops over 13 lists (its step counts are CPU tensors)."""
+    clip = (params - 1) + (params - 1) + params
+    optimizer = 13 * params - 8
+    return clip + optimizer
 
 
 def simulate(config: str, world: int, args: list[str], out: str) -> tuple[list[float], float, float]:

@@ -194,7 +194,7 @@ class HostConstants:
     `subclass_op_ns`): 55, 54 and 45 µs, 51 pooled."""
     subclass_op_per_tensor_ns: int = 5_800
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
-    parameters in `clip_grad_norm_` or the optimizer (2340 such tensors per step for a 147-parameter model).
+    parameters in `clip_grad_norm_` or the optimizer (2342 such tensors per step for a 147-parameter model).
     Fitted on the clip + optimizer host time of the tensor-parallel timelines at the average lease
     (benchmarks/h200/fit_subclass_ops.py, session 15): tp2 23.4 ms, tp4 21.5, fsdp2_tp2 15.9, against 11.5 at
     2.3 µs; 7.4, 6.5 and 4.0 µs, 5.8 pooled. Session 4 had fitted 2.3 on llama_l1b_fsdp4's (one lease, call 7,
@@ -206,10 +206,10 @@ class HostConstants:
     `wait_tensor` on each argument not yet waited for, or for a view op a new wrapper per output). Fitted in
     situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, calls 31 and 39 at the average lease), each
     stretch less its ~32 µs timeline mark: each expert's cat of 4 chunks (4 waits) took 159 µs beyond the cat,
-    the weighting's multiplication (1 wait) 198, so a wait costs next to nothing beside the Python around it (`wait_tensor`
-    itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the dispatch's fast
-    path wraps its result and does nothing else). Tensor parallelism meets a few per layer (the all-reduced
-    activations' residual add and RMSNorm's first ops)."""
+    the weighting's multiplication (1 wait) 198, so a wait costs next to nothing beside the Python around it
+    (`wait_tensor` itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the
+    dispatch's fast path wraps its result and does nothing else). Tensor parallelism meets a few per layer (the
+    all-reduced activations' residual add and RMSNorm's first ops)."""
     async_collective_per_output_ns: int = 10_100
     """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~260 µs
     at the average lease, less its mark)."""
