@@ -201,13 +201,13 @@ def predict(sim_phases: dict, c: dict) -> dict[str, float]:
 def at_average_lease(variant: dict, lease: str) -> dict:
     """A measured variant's times divided by its lease's index (benchmarks/h200/leases.py): what the average
     lease would have taken."""
-    index = leases.lease_index()[lease]
+    scale = leases.average_lease_scale(lease)
     scaled = dict(variant)
     for key in ("phase_ms_median", "phase_cpu_ms_median"):
         if key in variant:
-            scaled[key] = {phase: ms / index for phase, ms in variant[key].items()}
-    scaled["step_ms"] = [ms / index for ms in variant["step_ms"]]
-    scaled["step_ms_median"] = variant["step_ms_median"] / index
+            scaled[key] = {phase: ms * scale for phase, ms in variant[key].items()}
+    scaled["step_ms"] = [ms * scale for ms in variant["step_ms"]]
+    scaled["step_ms_median"] = variant["step_ms_median"] * scale
     return scaled
 
 

@@ -75,8 +75,7 @@ def stretches(directory: Path, scale: float = 1.0) -> dict[str, float]:
 
 def at_average_lease(directories: list[Path]) -> dict[str, float]:
     """The real stretches of each timeline over its lease's index (benchmarks/h200/leases.py), averaged over them."""
-    index = leases.lease_index()
-    each = [stretches(d, 1 / index[leases.lease_of_path(str(d))]) for d in directories]
+    each = [stretches(d, leases.average_lease_scale(leases.lease_of_path(str(d)))) for d in directories]
     return {name: statistics.fmean(s[name] for s in each) for name in set.intersection(*(set(s) for s in each))}
 
 

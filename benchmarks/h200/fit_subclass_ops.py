@@ -46,7 +46,7 @@ from phantora.models.host_contention import H200_VM  # noqa: E402
 
 LLAMA = ["--ac", "none", "--dim", "2048", "--n-layers", "16", "--n-heads", "32", "--n-kv-heads", "8", "--ffn-dim",
          "8192", "--vocab", "128256", "--seq", "4096", "--batch", "2", "--steps", "6"]
-LLAMA_PARAMS = 9 * 16 + 3
+LLAMA_PARAMS = 9 * int(LLAMA[LLAMA.index("--n-layers") + 1]) + 3
 """The model's parameters (each a DTensor): 9 per layer, the embedding, the final norm and the output."""
 CONFIGS = {
     "llama_l1b_tp2": (2, ["--parallel", "tp"]),
@@ -66,23 +66,23 @@ def phase_host_ms(step: list) -> tuple[float, float, float]:
             (marks["optimizer"] - marks["backward"]) / 1000)
 
 
-def phase_means(directories: list[str], index: dict[str, float] | None = None) -> tuple[list[float], int]:
+def phase_means(directories: list[str], at_average_lease: bool = False) -> tuple[list[float], int]:
     """Mean host ms of each of PHASES over every rank and step of these timelines, and the sample count; with
-    `index` (lease -> index), each timeline's times over its lease's index: the average lease's."""
+    `at_average_lease`, each real timeline's times over its lease's index."""
     samples = []
     for directory in directories:
-        scale = 1 / index[leases.lease_of_path(directory)] if index else 1.0
+        scale = leases.average_lease_scale(leases.lease_of_path(directory)) if at_average_lease else 1.0
         for path in sorted(glob.glob(os.path.join(directory, "rank*.json"))):
             with open(path) as f:
                 samples += [[scale * ms for ms in phase_host_ms(step)] for step in json.load(f)["steps"]]
     return [statistics.mean(column) for column in zip(*samples)], len(samples)
 
 
-def real_timelines(config: str, index: dict[str, float]) -> list[str]:
+def real_timelines(config: str) -> list[str]:
     """Every real layer timeline of `config` under data/h200/ whose lease has an index."""
     found = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline", config,
                                                                       "rank0.json"), recursive=True)})
-    return [d for d in found if leases.lease_of_path(d) in index]
+    return [d for d in found if leases.lease_of_path(d) in leases.lease_index()]
 
 
 def at_mean_host(script: str, world: int, args: list[str], out: str, **bench: str) -> None:
@@ -127,10 +127,9 @@ def main() -> None:
     now = [H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000,
            H200_HOST.subclass_op_per_tensor_ns / 1000]
     names = ("subclass_op_ns", "subclass_backward_op_ns", "subclass_op_per_tensor_ns")
-    index = leases.lease_index()
     implied, weights = [], []
     for config, (world, args) in CONFIGS.items():
-        real, samples = phase_means(real_timelines(config, index), index)
+        real, samples = phase_means(real_timelines(config), at_average_lease=True)
         with tempfile.TemporaryDirectory() as out:
             sim, python, engine = simulate(config, world, args, out)
         counts = (python, engine, foreach_extra_tensors(LLAMA_PARAMS))

@@ -26,6 +26,7 @@ against the average lease; also printed with each lease left out in turn.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -87,9 +88,15 @@ def fit(obs: list[Observation]) -> tuple[dict[str, float], dict[str, float], flo
             float(residuals.std()))
 
 
+@functools.cache
 def lease_index() -> dict[str, float]:
     """The frozen lease indices (data/h200/lease_index.json): the fits' divisor for each lease."""
     return json.loads(INDEX.read_text())["index"]
+
+
+def average_lease_scale(lease: str) -> float:
+    """What a host time measured on `lease` is multiplied by to be the average lease's: 1 / its index."""
+    return 1 / lease_index()[lease]
 
 
 def by_call_number(lease: str) -> int:
