@@ -28,7 +28,9 @@ Every real stretch ends with a mark, which records a new CUDA event: host time t
 (it charges event records nothing). The stretch that holds almost nothing else (`moe.splits`: a few list
 comprehensions, ~1 µs of Python) measures it: ~33 µs at the mean host (31-35 µs raw on calls 31 and 33; in a
 tight loop on an uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real
-stretch before the differences; session 13's fit had not, and each of its terms carried one mark.
+stretch before the differences; session 13's fit had not, and each of its terms carried one mark. Call 41 timed
+a mark's cost directly, from marked and unmarked steps of one run (benchmarks/h200/mark_cost.py): 43-47 µs of step
+time on 2 ranks; on 4 ranks whole runs suggest 8-28. The moe.splits estimate stands between them.
 
 The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted
 constants, a rerun prints differences near zero.

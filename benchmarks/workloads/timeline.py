@@ -16,11 +16,18 @@ workload passed to note() during each step). With PHANTORA_BENCH_SCHED=1 (real r
 also gets "sched": the main thread's scheduler counters over the step (/proc/thread-self/sched: time on
 a CPU, time waiting for one, switches, migrations) and, after the step's closing synchronize, two host
 speed probes (a fixed pure-Python loop; 200 small kernel launches): is a slow rank's host slow at
-everything, or waiting for a CPU? Under Phantora,
+everything, or waiting for a CPU? With it the file also gets "threads": each thread of the process (name, CPU
+seconds) over the recorded steps and their wall time: does a helper thread (NCCL's, the process group's
+watchdog) burn a CPU beside the main one? Under Phantora,
 perf_counter reads the simulated host clock and events are simulated, so a real run's file and a
 simulated run's file compare directly (benchmarks/compare_timeline.py).
 
-Costs a few µs of host time per mark (one event record), on both sides alike.
+With PHANTORA_BENCH_MARK_AB=1 (real runs) the recorded steps alternate between marking nothing and marking as
+usual (from the first recorded step: off, on, off, ...), and the file gets "marked_steps": which step indices
+were marked. The script's own step times then tell what the marks cost in situ (benchmarks/h200/mark_cost.py).
+
+A mark costs a real host 30-50 µs in situ (a new event and its record: call 41, benchmarks/h200/mark_cost.py;
+8 µs in a tight loop); the simulation charges it nothing, so fits on stretches between marks take it off.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import time
 import torch
 
 _state: dict = {"active": False, "step": None, "gc_start": 0, "gc_us": 0.0, "gc_runs": [0, 0, 0],
-                "notes": {}, "sched": None}
+                "notes": {}, "sched": None, "threads": None}
 _steps: list[list[list]] = []
 _gc_steps: list[dict] = []
 _note_steps: list[dict] = []
@@ -42,6 +49,8 @@ _sched_steps: list[dict] = []
 _wall_starts: list[float] = []
 """time.time() at each recorded step's start: lines the steps up with samples taken outside the process."""
 _SCHED = os.environ.get("PHANTORA_BENCH_SCHED") == "1"
+_MARK_AB = os.environ.get("PHANTORA_BENCH_MARK_AB") == "1"
+_marked_steps: list[int] = []
 _SCHED_KEYS = ("se.sum_exec_runtime", "se.statistics.wait_sum", "se.statistics.wait_count", "nr_switches",
                "nr_voluntary_switches", "nr_involuntary_switches", "se.nr_migrations")
 
@@ -60,6 +69,22 @@ def _sched_counters() -> dict:
     except (OSError, ValueError, IndexError):
         pass
     return counters
+
+
+def _threads_cpu_s() -> dict[str, tuple[str, float]]:
+    """Thread id -> (name, CPU seconds so far) for every thread of this process (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    threads = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            threads[tid] = (name, (int(fields[11]) + int(fields[12])) / tick)
+        except (OSError, ValueError, IndexError):
+            continue
+    return threads
 
 
 def host_probes() -> dict:
@@ -153,6 +178,12 @@ def step_begin(step: int | None = None, first_recorded: int = 3) -> None:
         _state["active"] = True
     if not _state["active"]:
         return
+    if _MARK_AB:
+        if step is None or (step - first_recorded) % 2 == 0:
+            return  # an unmarked step: every mark returns at once
+        _marked_steps.append(step)
+    if _SCHED and _state["threads"] is None:
+        _state["threads"] = (time.time(), _threads_cpu_s())
     _state["step"] = []
     _wall_starts.append(time.time())
     _state["gc_us"], _state["gc_runs"] = 0.0, [0, 0, 0]
@@ -185,6 +216,12 @@ def step_end() -> None:
 
 def dump(out_dir: str, rank: int) -> None:
     os.makedirs(out_dir, exist_ok=True)
+    threads = {}
+    if _state["threads"] is not None:
+        start, before = _state["threads"]
+        threads = {"threads_wall_s": round(time.time() - start, 3),
+                   "threads": [{"tid": tid, "name": name, "cpu_s": round(cpu - before.get(tid, (name, 0.0))[1], 3)}
+                               for tid, (name, cpu) in sorted(_threads_cpu_s().items())]}
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump({"steps": _steps, "gc": _gc_steps, "notes": _note_steps, "sched": _sched_steps,
-                   "wall_start_s": _wall_starts}, f)
+                   "wall_start_s": _wall_starts, **({"marked_steps": _marked_steps} if _MARK_AB else {}), **threads}, f)

@@ -64,11 +64,22 @@ def test_foreach_cost_grows_linearly_with_the_tensor_list():
     m = HostModel()
     def fe(n, name="aten._foreach_mul_.Scalar"):
         return m.op_ns(op(name, tuple(t(64) for _ in range(n)), 0.9))
-    assert fe(200) - fe(100) == 100 * H200_HOST.foreach_inplace_per_tensor_ns
-    assert fe(100, "aten._foreach_sqrt.default") - fe(100) == 100 * (
+    assert fe(100) - fe(50) == 50 * H200_HOST.foreach_inplace_per_tensor_ns  # one launch takes up to 110
+    assert fe(50, "aten._foreach_sqrt.default") - fe(50) == 50 * (
         H200_HOST.foreach_alloc_per_tensor_ns - H200_HOST.foreach_inplace_per_tensor_ns)
     fused = m.op_ns(op("aten._fused_adamw_.default", *(tuple(t(64) for _ in range(10)) for _ in range(4))))
     assert fused == H200_HOST.foreach_base_ns + 10 * H200_HOST.fused_optimizer_per_tensor_ns
+
+
+def test_foreach_ops_pay_each_further_kernel_launch():
+    m = HostModel()
+    def fe(*shapes):
+        return m.op_ns(op("aten._foreach_mul_.Scalar", tuple(t(*shape) for shape in shapes), 0.9))
+    # multi_tensor_apply: 320 chunks of 65536 elements per launch, at most 110 tensors of a one-list op
+    assert fe((64,)) == fe((65536 * 320,)) == H200_HOST.foreach_base_ns + H200_HOST.foreach_inplace_per_tensor_ns
+    assert fe((65536 * 320 * 4,)) - fe((65536 * 320,)) == 3 * H200_HOST.foreach_launch_ns
+    one_more = H200_HOST.foreach_inplace_per_tensor_ns + H200_HOST.foreach_launch_ns
+    assert fe(*[(64,)] * 111) - fe(*[(64,)] * 110) == one_more
 
 
 def test_constants_are_configurable_and_deterministic():

@@ -660,6 +660,32 @@ def mta_launches(numels: Iterable[int], depth: int) -> int:
     return launches + (1 if blocks else 0)
 
 
+def _foreach_data_lists(op: OpCall) -> list[tuple[TensorMeta, ...]]:
+    """A foreach op's tensor lists that hold data (not lists of one-element scalars such as step counts)."""
+    lists = [v for v in op.args if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
+    lists += [v for _, v in op.kwargs if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
+    return [l for l in lists if any(t.numel > 1 for t in l)]
+
+
+def _foreach_output_lists(packet: str) -> int:
+    """Lists a foreach op allocates: one for an out-of-place op, none for in-place, norms and fused optimizers."""
+    if packet.endswith("_") or packet == "aten._foreach_norm" or packet in FUSED_OPTIMIZER_OPS:
+        return 0
+    return 1
+
+
+def foreach_launches(op: OpCall) -> int:
+    """Kernel launches of a foreach or fused-optimizer op (multi_tensor_apply over its first data list;
+    `_foreach_norm` adds its per-tensor reduction pass)."""
+    big = _foreach_data_lists(op)
+    if not big:
+        return 0
+    p = packet_name(op.name)
+    depth = min(5, len(big) + _foreach_output_lists(p)) or 1
+    launches = mta_launches([t.numel for t in big[0]], depth)
+    return launches + 1 if p == "aten._foreach_norm" else launches
+
+
 class ComputeModel:
     """Estimates the GPU time of intercepted ops for one GPU model.
 
@@ -784,26 +810,17 @@ class ComputeModel:
 
     # foreach ---------------------------------------------------------------------------------
     def _foreach_features(self, op: OpCall) -> tuple[float, int]:
-        lists = [v for v in op.args if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
-        lists += [v for _, v in op.kwargs if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
-        big = [l for l in lists if any(t.numel > 1 for t in l)]
+        big = _foreach_data_lists(op)
         nbytes = float(sum(unique_bytes(t) for l in big for t in l))
         p = packet_name(op.name)
         inplace = p.endswith("_")
-        out_lists = 0 if inplace else 1
-        if p == "aten._foreach_norm" or p in FUSED_OPTIMIZER_OPS:
-            out_lists = 0
         if inplace and big:
             nbytes += sum(unique_bytes(t) for t in big[0])  # self written back
         if p.startswith("aten._fused_adam"):
             nbytes += sum(unique_bytes(t) for l in big[2:4] for t in l)  # moments written back
-        if out_lists and big:
+        if _foreach_output_lists(p) and big:
             nbytes += sum(unique_bytes(t) for t in big[0])
-        depth = min(5, len(big) + out_lists) or 1
-        launches = mta_launches([t.numel for t in big[0]], depth) if big else 0
-        if p == "aten._foreach_norm":
-            launches += 1  # second pass: per-tensor reduction of the partial norms
-        return nbytes, launches
+        return nbytes, foreach_launches(op)
 
     def _foreach(self, op: OpCall) -> KernelEstimate:
         nbytes, launches = self._foreach_features(op)

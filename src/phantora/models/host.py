@@ -28,7 +28,7 @@ with and without autocast and fused/foreach AdamW (benchmarks/h200/measure_launc
 data/h200/call4/launch_bound.json; fit: benchmarks/h200/fit_host_model.py). Host time measured on
 these VMs varied by ±20% between steps, and by up to 1.6x between leases for the same steps. The fits
 divide what they measured on a lease by that lease's index (how much slower than the average lease it ran
-the host-bound ground-truth commands, benchmarks/h200/leases.py; call 4: 1.090), so the constants stand for
+the host-bound ground-truth commands, benchmarks/h200/leases.py; call 4: 1.093), so the constants stand for
 the average lease. The per-op microbenchmarks (`launch_ns`, ...: call 1) are taken as measured.
 Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
 the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC pauses.
@@ -39,20 +39,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from phantora.models.compute import itemsize
+from phantora.models.compute import foreach_launches, itemsize
 from phantora.models.ops import OpCall, TensorMeta
 
 
 LIBRARY_CALL_NS: dict[str, int] = {
-    # FSDP2 (pooled over llama_l1b_fsdp4 and llama_l1b_fsdp2: 16 layers, 9 parameters each)
-    "FSDPState._pre_forward": 175_700,
-    "FSDPState._post_forward": 117_500,
-    "FSDPState._root_post_backward_final_callback": 322_300,
-    "FSDPParamGroup.unshard": 246_900,
-    "FSDPParamGroup.wait_for_unshard": 298_700,
-    "FSDPParamGroup.reshard": 44_000,
-    "FSDPParamGroup.pre_backward": 90_900,
-    "FSDPParamGroup.post_backward": 1_048_100,
+    # FSDP2 (the 1.5B llama on 2 and 4 GPUs at the average lease: benchmarks/h200/fit_fsdp_calls.py)
+    "FSDPState._pre_forward": 228_000,
+    "FSDPState._post_forward": 139_500,
+    "FSDPState._root_post_backward_final_callback": 332_100,
+    "FSDPParamGroup.unshard": 280_800,
+    "FSDPParamGroup.wait_for_unshard": 339_000,
+    "FSDPParamGroup.reshard": 49_700,
+    "FSDPParamGroup.pre_backward": 86_800,
+    "FSDPParamGroup.post_backward": 1_263_700,
     # DTensor and tensor parallelism (pooled over llama_l1b_tp2 and llama_l1b_tp4)
     "DTensor.from_local": 22_200,
     "DTensor.to_local": 18_300,
@@ -65,17 +65,22 @@ LIBRARY_CALL_NS: dict[str, int] = {
 what the rest of this model charges inside them: the mean exclusive host time of each call in real
 steps on the H200 machine minus the same in Phantora's simulation of those steps (torch 2.11 on the
 GPU machine; benchmarks/h200/profile_steps.py --host-calls, data/h200/host_calls/, compared with
-benchmarks/compare_host_calls.py)."""
+benchmarks/compare_host_calls.py). FSDP2's were fitted again in session 16 at the average lease
+(benchmarks/h200/fit_fsdp_calls.py): calls 41 and 43 (data/h200/call4{1,3}/host_calls: the ground-truth command of
+llama_l1b_fsdp2 and batch-1 runs with one and four micro-steps), two leases whose speed their ground-truth runs give
+(0.87 and 1.07 of the average), pooled with session 4's runs on 2 and 4 GPUs and call 36's, whose leases' speeds
+(0.93, 1.08) come from the same commands' calls on calls 41 and 43. `post_backward` takes ~0.7x as long on 4 ranks
+as on 2; the constant pools both."""
 
 ACCUMULATING_CALL_NS: dict[str, int] = {
-    "FSDPState._root_post_backward_final_callback": 103_000,
-    "FSDPParamGroup.post_backward": 141_000,
+    "FSDPState._root_post_backward_final_callback": 106_500,
+    "FSDPParamGroup.post_backward": 139_600,
 }
 """The same, for a backward that keeps its gradients (gradient accumulation with FSDP2's
 `set_requires_gradient_sync(False)`): post_backward only accumulates them and reshards, the final callback has
-no reduce-scatter to wait for. LIBRARY_CALL_NS's values are the reducing path's. Fitted on call 36 (the 1.5B
-llama, FSDP2 on 2 GPUs, batch 1, 4 micro-steps: data/h200/call36/) against its simulation at the mean host, the
-lease's speed taken from the same calls' reducing path (benchmarks/h200/fit_accumulating_calls.py)."""
+no reduce-scatter to wait for. LIBRARY_CALL_NS's values are the reducing path's. Fitted with them (calls 36, 41
+and 43's batch-1 runs with 4 micro-steps, benchmarks/h200/fit_fsdp_calls.py); session 14 had fitted 103 and 141
+µs on call 36 alone, taking that lease's speed from the same calls' reducing path."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,30 +91,31 @@ class HostConstants:
     """C++ dispatch + one kernel launch of a plain op on tiny tensors (mul 6.5 µs, add_ 5.4, silu 6.6, sum 7.8 µs)."""
     alloc_output_ns: int = 1800
     """Extra for an op that allocates its output through the caching allocator (a+b 9.2 µs vs add(out=) 7.5 µs)."""
-    framework_ns: int = 10_900
+    framework_ns: int = 10_800
     """Per kernel op issued from Python (not by the backward engine): Python binding, autograd recording,
     autocast, the statements around it (launch-bound steps, data/h200/call4, at the average lease: call 4's
-    times over its lease index 1.090, benchmarks/h200/leases.py; 12.7 µs at call 4's speed; was 9000 from call 3)."""
-    module_call_ns: int = 22_300
+    times over its lease index 1.093, benchmarks/h200/leases.py; 11.8 µs at call 4's speed; was 9000 from call 3)."""
+    module_call_ns: int = 22_200
     """Per `nn.Module` call: `__call__` and the Python of its `forward` beyond its ops (fitted with
     `framework_ns` on forward phases; an identity module called in a hot loop takes 0.85 µs)."""
-    autograd_node_ns: int = 14_500
+    autograd_node_ns: int = 14_400
     """Per autograd node the backward engine runs; its ops pay dispatch and launch only (fitted on
     backward phases, data/h200/call4)."""
-    optimizer_step_ns: int = 229_700
+    optimizer_step_ns: int = 182_600
     """Python of one `optimizer.step()` beyond its ops (median over 12 measured steps, fused and foreach
-    AdamW, 12-255 parameters: the per-tensor cost is in the foreach / fused terms)."""
-    zero_grad_ns: int = 24_900
+    AdamW, 12-255 parameters: the per-tensor cost is in the foreach / fused terms, the per-launch cost in
+    `foreach_launch_ns`; 230 µs before session 16 gave that term's share to this one)."""
+    zero_grad_ns: int = 24_800
     """`zero_grad(set_to_none=True)`, per call (it launches nothing) ..."""
     zero_grad_per_param_ns: int = 1_500
     """... and per parameter (measured 0.05 ms for 12 parameters, 0.47 ms for 255)."""
-    grad_norm_ns: int = 188_500
+    grad_norm_ns: int = 175_200
     """Python of `clip_grad_norm_`'s total norm beyond its ops (grouping by device and dtype; median
     over 12 measured steps)."""
-    dataloader_next_ns: int = 75_900
+    dataloader_next_ns: int = 75_700
     """`next()` on a DataLoader whose workers have the batch ready (2 workers, pinned memory; median of
     4 measured steps: 0.05-0.10 ms)."""
-    dataloader_contention_ns: int = 888_100
+    dataloader_contention_ns: int = 885_600
     """What else such a loader takes from the main thread per batch, while it issues the next ops (the
     pin-memory thread competes for the GIL and the CPU): step time with the loader minus without,
     measured side by side 4 times on two machines (+0.86, +0.90, +0.94, +1.76 ms), less `next()` and
@@ -141,6 +147,13 @@ class HostConstants:
     foreach_alloc_per_tensor_ns: int = 8000
     """Per tensor of a foreach op that allocates outputs (_foreach_norm bare: 1.5 µs/tensor;
     clip_grad_norm_ in situ: 2.6 ms for 255 tensors, its Python grouping included)."""
+    foreach_launch_ns: int = 6000
+    """Per kernel launch of a foreach or fused-optimizer op beyond its first (multi_tensor_apply launches once per
+    320 chunks of 65536 elements, or per 30-110 tensors: `compute.foreach_launches`). Large parameters make
+    many: an AdamW foreach op over moe_a2a's 40 parameters (3.2 GB) launches 39 kernels and took 268-292 µs of
+    host time in a profiled step (call 33), against 42 charged for one launch; 6.0 µs per further launch, what a
+    `cudaLaunchKernel` took there (5.6). The same step's optimizer stretch on call 42 is 2.7 ms longer than
+    the simulation without it, at the average lease."""
     fused_optimizer_per_tensor_ns: int = 2300
     """Per parameter of a fused optimizer op (AdamW(fused=True).step: 2.32 ms for 1000 params)."""
     sync_ns: int = 7200
@@ -157,14 +170,14 @@ class HostConstants:
     host of the ground-truth runs (a same-shape `mm` took 21.4 µs there, 11.7 there). It is what
     tensor parallelism's `DTensor.redistribute` had been charged beyond its ops (115 µs), which now
     goes here. Charged per call of the module's API from Python (runtime/python_costs.py)."""
-    all_to_all_extra_ns: int = 151_000
+    all_to_all_extra_ns: int = 147_800
     """A functional all-to-all (`all_to_all_single[_autograd]`) beyond `functional_collective_ns`: its split
     sizes (the output's rows, the per-peer lists the process group turns into one send and one receive per
     peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
     calls 31 and 39 at the average lease: the counts', dispatch's and combine's all-to-alls took 290-345 µs
     against 133 charged, each with a ~32 µs timeline mark that the fit takes off); calls 12-13 and 28 timed it
     alone, back to back, at 89-250 µs."""
-    index_extra_ns: int = 19_000
+    index_extra_ns: int = 19_100
     """Advanced indexing by a tensor of indices (`x[idx]`, `index_add`, `index_put_`) on top of a plain op: the
     indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/h200/
     fit_moe_host.py, calls 31 and 39: `x[token]` took 71 µs at the average lease against 21 charged, less its ~32 µs
@@ -174,7 +187,7 @@ class HostConstants:
     one memset and one kernel per 8 bits, plus a histogram and a scan): a stable argsort of 16384 int64
     took 99-107 µs of host time (12 µs for a plain op) on the fast host of calls 12-13, so 11.4 µs per
     pass there, 20.9 scaled by 1.83 (see `functional_collective_ns`)."""
-    subclass_op_ns: int = 71_000
+    subclass_op_ns: int = 68_200
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
     local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
@@ -182,8 +195,10 @@ class HostConstants:
     `subclass_backward_op_ns`, on the forward host time of the same timelines, with the ops on functional
     collectives' results charged apart (benchmarks/h200/fit_subclass_ops.py: 61, 62 and 57 µs over ~1000
     DTensor ops per rank and step; 60 pooled, was 59). Session 15: the timelines at the average lease (each
-    over its lease's index, benchmarks/h200/leases.py; calls 8, 14, 15, 27 and 38): 72, 73 and 67 µs, 71 pooled."""
-    subclass_backward_op_ns: int = 51_000
+    over its lease's index, benchmarks/h200/leases.py; calls 8, 14, 15, 27 and 38): 72, 73 and 67 µs, 71
+    pooled. Session 16, after FSDP2's calls were refitted (fsdp2_tp2 pays them too) and the indices moved with
+    three more leases: 70, 71 and 63 µs, 68 pooled."""
+    subclass_backward_op_ns: int = 48_700
     """The same for an op the autograd engine issues (in C++, no Python around it). Fitted on the backward
     host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
     fsdp2_tp2's timelines (370 in all, from four leases: calls 14, 15, 27 and session 5; the mean host, as
@@ -191,27 +206,28 @@ class HostConstants:
     (benchmarks/h200/fit_subclass_ops.py: 45, 46 and 38 µs; 43 pooled). Session 4 had fitted 59 µs on one
     run of tp2 whose backward alone was contended (171 ms against 109-121 on other leases); the forward's
     59 µs still fits (simulated forward 92-100 ms against 96-100 real). Session 15, at the average lease (see
-    `subclass_op_ns`): 55, 54 and 45 µs, 51 pooled."""
-    subclass_op_per_tensor_ns: int = 5_800
+    `subclass_op_ns`): 55, 54 and 45 µs, 51 pooled; session 16: 54, 53 and 40, 49 pooled."""
+    subclass_op_per_tensor_ns: int = 5_200
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (2342 such tensors per step for a 147-parameter model).
     Fitted on the clip + optimizer host time of the tensor-parallel timelines at the average lease
     (benchmarks/h200/fit_subclass_ops.py, session 15): tp2 23.4 ms, tp4 21.5, fsdp2_tp2 15.9, against 11.5 at
-    2.3 µs; 7.4, 6.5 and 4.0 µs, 5.8 pooled. Session 4 had fitted 2.3 on llama_l1b_fsdp4's (one lease, call 7,
-    whose index is unknown): FSDP2's one-dimensional, uniformly sharded lists look cheaper, and the model does
-    not tell placements apart."""
-    async_collective_op_ns: int = 179_000
+    2.3 µs; 7.4, 6.5 and 4.0 µs, 5.8 pooled. Session 16, with each foreach op's further kernel launches
+    charged (`foreach_launch_ns`: 1.5B parameters take several): 6.3, 6.0 and 3.5 µs, 5.2 pooled. Session 4 had
+    fitted 2.3 on llama_l1b_fsdp4's (one lease, call 7, whose index is unknown): FSDP2's one-dimensional,
+    uniformly sharded lists look cheaper, and the model does not tell placements apart."""
+    async_collective_op_ns: int = 176_300
     """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for, beyond the
     op itself: its `__torch_dispatch__` in Python (the arguments and the outputs mapped through pytree, a
     `wait_tensor` on each argument not yet waited for, or for a view op a new wrapper per output). Fitted in
     situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, calls 31 and 39 at the average lease), each
-    stretch less its ~32 µs timeline mark: each expert's cat of 4 chunks (4 waits) took 159 µs beyond the cat,
-    the weighting's multiplication (1 wait) 198, so a wait costs next to nothing beside the Python around it
+    stretch less its ~32 µs timeline mark: each expert's cat of 4 chunks (4 waits) took 157 µs beyond the cat,
+    the weighting's multiplication (1 wait) 195, so a wait costs next to nothing beside the Python around it
     (`wait_tensor` itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the
     dispatch's fast path wraps its result and does nothing else). Tensor parallelism meets a few per layer (the
     all-reduced activations' residual add and RMSNorm's first ops)."""
     async_collective_per_output_ns: int = 10_100
-    """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~260 µs
+    """... and per output a view op re-wraps (a split of the dispatched rows into 8 chunks wraps 8: ~257 µs
     at the average lease, less its mark)."""
     library_call_ns: Mapping[str, int] = field(default_factory=lambda: dict(LIBRARY_CALL_NS))
     """Python of distributed-library calls beyond the ops they issue, per call (runtime/python_costs.py
@@ -407,8 +423,9 @@ class HostModel:
         c = self.c
         lists = [v for v in op.args if isinstance(v, tuple) and v and isinstance(v[0], TensorMeta)]
         n = max((len(v) for v in lists), default=1)
+        more_launches = max(foreach_launches(op) - 1, 0) * c.foreach_launch_ns
         if p.startswith("aten._fused_"):
-            return c.foreach_base_ns + c.fused_optimizer_per_tensor_ns * n
+            return c.foreach_base_ns + c.fused_optimizer_per_tensor_ns * n + more_launches
         allocates = not p.endswith("_")  # out-of-place foreach ops (and _foreach_norm) allocate a list
         per = c.foreach_alloc_per_tensor_ns if allocates else c.foreach_inplace_per_tensor_ns
-        return c.foreach_base_ns + per * n
+        return c.foreach_base_ns + per * n + more_launches
