@@ -28,7 +28,6 @@ pooled over leases, runs, ranks and steps (means: a step pays every call, the sl
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import tempfile
