@@ -21,3 +21,13 @@ groundtruth_runs() {
         | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200)
   done
 }
+
+# `call_setup N` opens device call N's script (run from the repository root): T0, unbuffered Python, the output
+# folder C=$OUT/cN, and a host probe at the start in C/probe.jsonl.
+call_setup() {
+  export PYTHONUNBUFFERED=1
+  T0=$(date +%s)
+  C=$OUT/c$1
+  mkdir -p "$C"
+  python3 benchmarks/h200/host_probe.py --label "start" >> "$C/probe.jsonl"
+}

@@ -137,6 +137,12 @@ class HostConstants:
     expert-sized products (k, n of 2048 and 4096, m or k ~4000: forward, input and weight gradient)
     86-156 µs more, the 256-wide one 110-125 µs. Not told apart: m below ~400 (590-670 µs there) and
     fp32 (460-530 µs)."""
+    gemm_kernel_load_ns: int = 4_300_000
+    """The first launch in the process of a cuBLAS kernel, on top of `gemm_select_ns` (models/gemm_kernels.py
+    Note [First launch of a cuBLAS kernel]: only kernels the GPU's table knows). Calls 44-45: moe_a2a's
+    expert FFNs replayed on one H200, first pass less second pass against first-launched kernels,
+    3.0 ms forward and 3.9 ms backward on uncontended hosts, 4.3 ms pooled at the mean host
+    (benchmarks/h200/build_gemm_kernels.py)."""
     attention_extra_ns: int = 9500
     """SDPA backend kernels on top of launch_ns (flash/cuDNN fwd, small: 16 µs)."""
     foreach_base_ns: int = 6000
@@ -333,6 +339,10 @@ class HostModel:
     def gemm_select_ns(self) -> int:
         """Host time of cuBLAS choosing an algorithm for a GEMM problem the process has not run."""
         return self.c.gemm_select_ns
+
+    def gemm_kernel_load_ns(self) -> int:
+        """Host time of the process's first launch of a cuBLAS kernel."""
+        return self.c.gemm_kernel_load_ns
 
     def pays_framework(self, op: OpCall, *, backward: bool = False) -> bool:
         """Whether `op_ns` includes `framework_ns` for this op (a kernel op issued from Python)."""

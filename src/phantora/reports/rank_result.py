@@ -44,6 +44,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "subclass_backward_ops": stats.subclass_backward_ops,
         "async_collective_ops": stats.async_collective_ops,
         "gemm_problems": stats.gemm_problems,
+        "gemm_kernel_loads": stats.gemm_kernel_loads,
         "flops": stats.flops,
         "bytes_moved": stats.bytes_moved,
         "kernel_ns_by_class": dict(stats.kernel_ns_by_class),

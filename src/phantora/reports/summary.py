@@ -24,8 +24,8 @@ from phantora.reports.breakdown import CoordinatorState, RankBreakdown, rank_bre
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "gemm_problems",
-               "kernel_sources", "generic_ops", "placeholders", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes",
-               "host_time_measured_ns")
+               "gemm_kernel_loads", "kernel_sources", "generic_ops", "placeholders", "warnings", "simulator_cpu_s",
+               "simulator_peak_rss_bytes", "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
 _PER_RANK_ROWS = 16
@@ -142,6 +142,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "host_only_ops": sum(_int(r.get("host_only_ops")) for r in reported),
         "subclass_ops": sum(_int(r.get("subclass_ops")) for r in reported),
         "gemm_problems": max((_int(r.get("gemm_problems")) for r in reported), default=0),
+        "gemm_kernel_loads": max((_int(r.get("gemm_kernel_loads")) for r in reported), default=0),
         "kernel_time_s_by_class": {k: v / NS_PER_S for k, v in by_class.most_common()},
         "kernel_sources": _counter(reported, "kernel_sources"),
         "generic_ops": _counter(reported, "generic_ops"),
@@ -236,7 +237,9 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
                                     f"{s['host_only_ops']} host-only"
                                     + (f", {s['subclass_ops']} dispatched by a tensor subclass" if s["subclass_ops"] else "")
-                                    + (f", {s['gemm_problems']} GEMM problems (largest rank)" if s.get("gemm_problems") else "")))
+                                    + (f", {s['gemm_problems']} GEMM problems (largest rank)" if s.get("gemm_problems") else "")
+                                    + (f", {s['gemm_kernel_loads']} first launches of cuBLAS kernels"
+                                       if s.get("gemm_kernel_loads") else "")))
     top = list(s["kernel_time_s_by_class"].items())[:5]
     if top:
         rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))

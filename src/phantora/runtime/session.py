@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
+from phantora.models.gemm_kernels import GemmKernelTable
 from phantora.models.host import HostModel
 from phantora.models.host_contention import HOST_CONTENTION, HostSpeed
 from phantora.models.measured_host import host_model_for
@@ -54,6 +55,8 @@ class OpStats:
     """... of them, those a functional collective's result (`AsyncCollectiveTensor`) dispatched."""
     gemm_problems: int = 0
     """Distinct GEMM problems run, each paying cuBLAS's algorithm selection once."""
+    gemm_kernel_loads: int = 0
+    """cuBLAS kernels launched for the first time in the process (models/gemm_kernels.py)."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
     """Op name -> calls that got only a generic memory-bound estimate."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
@@ -102,6 +105,9 @@ class Session:
         """Host time still owed to other threads of the program (`host_contention`)."""
         self._gemm_problems: set[tuple] = set()
         """GEMM problems this process has run (cuBLAS chose their algorithms: `_gemm_select_ns`)."""
+        self.gemm_kernels = GemmKernelTable.packaged(self.gpu.key)
+        self._gemm_kernels: set[str] = set()
+        """cuBLAS kernels this process has launched (Note [First launch of a cuBLAS kernel])."""
         self.host_timer = None
         """With `--host-time measured`: charges the program's own CPU time between intercepted calls
         (runtime/host_time.py Note [Measured host time]); None with the host model alone (default)."""
@@ -185,7 +191,18 @@ class Session:
             return 0
         self._gemm_problems.add(problem)
         self.stats.gemm_problems += 1
-        return self.host.gemm_select_ns()
+        return self.host.gemm_select_ns() + self._gemm_kernel_load_ns(problem)
+
+    def _gemm_kernel_load_ns(self, problem: tuple) -> int:
+        """The first launch of the kernel cuBLAS picks for a new GEMM problem, where the GPU's table knows it
+        (models/gemm_kernels.py Note [First launch of a cuBLAS kernel])."""
+        packet, _, inputs = problem
+        kernel = self.gemm_kernels.kernel(packet, inputs)
+        if kernel is None or kernel in self._gemm_kernels:
+            return 0
+        self._gemm_kernels.add(kernel)
+        self.stats.gemm_kernel_loads += 1
+        return self.host.gemm_kernel_load_ns()
 
     def _measure_on_the_fly(self, op: OpCall, estimate: KernelEstimate) -> KernelEstimate:
         """Ask the profiler worker to measure an op no database has (profiler/onthefly.py Note

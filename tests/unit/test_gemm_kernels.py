@@ -1,0 +1,95 @@
+"""The measured table of cuBLAS kernel choices, and the host's cost of a kernel's first launch in a process."""
+
+import pytest
+from benchmark_modules import load_benchmark
+from recording_transport import Recording
+
+from phantora.config.run import RankConfig
+from phantora.models.gemm_kernels import GemmKernelTable
+from phantora.models.host import H200_HOST
+from phantora.models.ops import OpCall, TensorMeta
+from phantora.runtime.session import Session
+
+FAMILY = {"op": "aten.mm", "inputs": [[["*", 64], [64, 1], "bfloat16"], [[64, 32], [32, 1], "bfloat16"]],
+          "sizes": [100, 120], "runs": [[100, 0], [105, 1], [111, 0]]}
+
+
+def table(*families):
+    return GemmKernelTable.from_dict({"format": "phantora-gemm-kernels", "version": 1, "gpu": "h200",
+                                      "kernels": ["k_a", "k_b"], "families": list(families)})
+
+
+def rows(m, dtype="bfloat16"):
+    return [((m, 64), (64, 1), dtype), ((64, 32), (32, 1), dtype)]
+
+
+def test_the_kernel_follows_the_runs_over_the_free_size():
+    t = table(FAMILY)
+    assert [t.kernel("aten.mm", rows(m)) for m in (100, 104, 105, 110, 111, 120)] == \
+        ["k_a", "k_a", "k_b", "k_b", "k_a", "k_a"]
+
+
+def test_unmeasured_problems_have_no_kernel():
+    t = table(FAMILY)
+    assert t.kernel("aten.mm", rows(99)) is None and t.kernel("aten.mm", rows(121)) is None  # outside the sweep
+    assert t.kernel("aten.mm", rows(104, "float32")) is None      # another dtype
+    assert t.kernel("aten.bmm", rows(104)) is None                # another op
+    transposed = [((104, 64), (1, 104), "bfloat16"), ((64, 32), (32, 1), "bfloat16")]
+    assert t.kernel("aten.mm", transposed) is None                # another layout
+
+
+def test_a_table_whose_runs_do_not_cover_its_sizes_is_refused():
+    with pytest.raises(ValueError, match="do not cover"):
+        table({**FAMILY, "runs": [[101, 0], [105, 1]]})
+    with pytest.raises(ValueError, match="version 1"):
+        GemmKernelTable.from_dict({"format": "phantora-kernels", "version": 1})
+
+
+def test_the_h200_table_knows_the_moe_expert_gemms():
+    t = GemmKernelTable.packaged("h200")
+    forward = [((8100, 2048), (2048, 1), "bfloat16"), ((2048, 4096), (4096, 1), "bfloat16")]
+    assert t.kernel("aten.mm", forward).startswith("nvjet_sm90")
+    assert t.kernel("aten.mm", [(s, st, "float32") for s, st, _ in forward]) is None
+    assert len(GemmKernelTable.packaged("a100")) == 0
+
+
+def mm(m):
+    a = TensorMeta((m, 2048), "bfloat16", (2048, 1))
+    b = TensorMeta((2048, 4096), "bfloat16", (4096, 1))
+    return OpCall("aten.mm.default", (a, b), (), (TensorMeta((m, 4096), "bfloat16", (4096, 1)),))
+
+
+def test_a_process_pays_each_kernels_first_launch_once():
+    session = Session(RankConfig(gpu="h200", trace=False, use_kernel_database=False), Recording(),
+                      flush_interval_s=None)
+    kernel = {m: session.gemm_kernels.kernel("aten.mm", session.host.gemm_problem(mm(m))[2]) for m in range(7600, 8801)}
+    first = 8100
+    same = next(m for m in kernel if m != first and kernel[m] == kernel[first])
+    other = next(m for m in kernel if kernel[m] != kernel[first])
+    launch, select, load = session.host.op_ns(mm(first)), H200_HOST.gemm_select_ns, H200_HOST.gemm_kernel_load_ns
+
+    def cost(m):
+        before = session.now_ns()
+        session.launch_kernel(mm(m), (0, 0))
+        return session.now_ns() - before
+
+    assert cost(first) == launch + select + load   # a new problem, a new kernel
+    assert cost(first) == launch                   # seen both
+    assert cost(same) == launch + select           # a new problem, a kernel launched before
+    assert cost(other) == launch + select + load
+    assert session.stats.gemm_kernel_loads == 2 and session.stats.gemm_problems == 3
+
+
+def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_replays_fit():
+    """Rebuild data/h200/gemm_kernels.json from call 45's raw sweep and refit the first-launch cost on the replays."""
+    import gzip
+    import json
+
+    build = load_benchmark("benchmarks/h200/build_gemm_kernels.py")
+    sweep = json.loads(gzip.decompress(build.SWEEP.read_bytes()))
+    assert build.build_table(sweep) == json.loads(build.OUT.read_text())
+    table = GemmKernelTable.packaged("h200")
+    gemms = build.problems_by_size(sweep)
+    rows = [r for path in build.REPLAYS for r in build.replay_rows(table, gemms, json.loads(path.read_text()))]
+    per_kernel, _ = build.fit(rows)
+    assert abs(per_kernel * build.H200_VM.mean_factor() * 1e3 - H200_HOST.gemm_kernel_load_ns) < 50_000
