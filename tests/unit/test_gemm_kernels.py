@@ -5,10 +5,12 @@ from benchmark_modules import load_benchmark
 from recording_transport import Recording
 
 from phantora.config.run import RankConfig
+from phantora.models.compute import ComputeModel, DbEntry, KernelDatabase
 from phantora.models.gemm_kernels import GemmKernelTable
 from phantora.models.host import H200_HOST
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime.session import Session
+from phantora.specs import get_gpu_spec
 
 FAMILY = {"op": "aten.mm", "inputs": [[["*", 64], [64, 1], "bfloat16"], [[64, 32], [32, 1], "bfloat16"]],
           "sizes": [100, 120], "runs": [[100, 0], [105, 1], [111, 0]]}
@@ -78,6 +80,33 @@ def test_a_process_pays_each_kernels_first_launch_once():
     assert cost(same) == launch + select           # a new problem, a kernel launched before
     assert cost(other) == launch + select + load
     assert session.stats.gemm_kernel_loads == 2 and session.stats.gemm_problems == 3
+
+
+def test_kernels_a_profile_recorded_count_where_the_table_has_none():
+    """`phantora profile` records each op's kernels; a GEMM outside the table pays the first launch of those."""
+    fp32 = [OpCall("aten.mm.default", (TensorMeta((m, 64), "float32", (64, 1)), TensorMeta((64, 32), "float32", (32, 1))),
+                   (), (TensorMeta((m, 32), "float32", (32, 1)),)) for m in (100, 101, 102)]
+    db = KernelDatabase("h200")
+    db.add(fp32[0], DbEntry(9000, 2, 5, "micro_cold", "aten.mm.default", ("gemm_a", "Memset (Device)")))
+    db.add(fp32[1], DbEntry(9000, 1, 5, "micro_cold", "aten.mm.default", ("gemm_a",)))
+    db.add(fp32[2], DbEntry(9000, 1, 5, "micro_cold", "aten.mm.default"))  # measured without names
+    gpu = get_gpu_spec("h200")
+    session = Session(RankConfig(gpu="h200", trace=False), Recording(), flush_interval_s=None, gpu=gpu,
+                      compute=ComputeModel(gpu, database=db))
+    for op in fp32:
+        session.launch_kernel(op, (0, 0))
+    assert session.stats.gemm_kernel_loads == 1 and session.stats.gemm_problems == 3
+
+
+def test_a_databases_kernel_names_survive_saving_and_loading(tmp_path):
+    db = KernelDatabase("h200")
+    named = DbEntry(9000, 2, 5, "micro_cold", "aten.mm.default", ("gemm_a", "Memset (Device)"))
+    db.add(mm(8100), named)
+    db.add(mm(8101), DbEntry(9000, 1, 5, "micro_cold", "aten.mm.default"))
+    db.save(tmp_path / "db.jsonl")
+    lines = (tmp_path / "db.jsonl").read_text().splitlines()[1:]
+    assert sum('"kernels":' in line for line in lines) == 1  # an entry without names keeps the old line
+    assert KernelDatabase.load(tmp_path / "db.jsonl").entries == db.entries
 
 
 def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_replays_fit():

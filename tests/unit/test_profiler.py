@@ -165,19 +165,21 @@ def test_measure_config_rejects_mismatched_timer():
 Kernel = namedtuple("Kernel", ["name", "device", "duration"])
 
 
-def _event(name, kernels=(), children=(), device="cpu"):
+def _event(name, kernels=(), children=(), device="cpu", start=0.0):
     dt = torch.autograd.DeviceType.CPU if device == "cpu" else torch.autograd.DeviceType.CUDA
-    return SimpleNamespace(name=name, device_type=dt, kernels=list(kernels), cpu_children=list(children))
+    return SimpleNamespace(name=name, device_type=dt, kernels=list(kernels), cpu_children=list(children),
+                           time_range=SimpleNamespace(start=start))
 
 
 def test_tag_kernel_times_sum_the_subtree_without_the_annotation_range():
-    gemm = _event("aten::mm", [Kernel("sm90_xmma_gemm", 0, 12.5), Kernel("Memset (Device)", 0, 1.0)])
-    tag0 = _event(f"{TAG}0|0", [Kernel(f"{TAG}0|0", 0, 20.0)], [_event("aten::addmm", children=[gemm])])
+    gemm = _event("aten::mm", [Kernel("sm90_xmma_gemm", 0, 12.5), Kernel("Memset (Device)", 0, 1.0)], start=3.0)
+    cast = _event("aten::copy_", [Kernel("cast", 0, 2.0)], start=1.0)
+    tag0 = _event(f"{TAG}0|0", [Kernel(f"{TAG}0|0", 0, 20.0)], [_event("aten::addmm", children=[gemm, cast])])
     tag1 = _event(f"{TAG}0|1", children=[_event("aten::mm", [Kernel("k", 0, 11.0)])])
     gpu_side = _event(f"{TAG}0|0", [Kernel("x", 0, 99.0)], device="cuda")  # gpu_user_annotation: ignored
     other = _event("aten::zero_", [Kernel("flush", 0, 50.0)])
     times = tag_kernel_times([tag0, tag1, gpu_side, other, _event(f"{TAG}bad")])
-    assert times == {(0, 0): (13500, 2), (0, 1): (11000, 1)}
+    assert times == {(0, 0): (15500, 3, ("cast", "sm90_xmma_gemm", "Memset (Device)")), (0, 1): (11000, 1, ("k",))}
 
 
 # ---------------------------------------------------------------------------------------- pipeline

@@ -288,6 +288,20 @@ class DbEntry:
     """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot", or
     "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/h200/dataset.py)."""
     op: str = ""
+    kernels: tuple[str, ...] = ()
+    """Names of the kernels the op launched, where the measurement saw them (`phantora profile`'s profiler
+    timer): for a GEMM, the kernel cuBLAS picked (models/gemm_kernels.py)."""
+
+    def record(self) -> dict:
+        """The entry as a database line's fields (beside its "sig")."""
+        fields = {"op": self.op, "kernel_ns": self.kernel_ns, "n_kernels": self.n_kernels, "count": self.count,
+                  "origin": self.origin}
+        return {**fields, "kernels": list(self.kernels)} if self.kernels else fields
+
+    @classmethod
+    def from_record(cls, r: dict) -> "DbEntry":
+        return cls(int(r["kernel_ns"]), int(r["n_kernels"]), int(r["count"]), str(r["origin"]), str(r.get("op", "")),
+                   tuple(str(k) for k in r.get("kernels", ())))
 
 
 ORIGIN_PRIORITY = {"llama_step": 4, "run": 4, "micro_in_step": 3, "micro_hot": 2, "micro_cold": 1}
@@ -350,10 +364,7 @@ class KernelDatabase:
         with open(path, "w") as f:
             f.write(json.dumps({"format": DATABASE_FORMAT, "version": DATABASE_VERSION, "gpu": self.gpu, **self.meta}) + "\n")
             for sig in sorted(self.entries):
-                e = self.entries[sig]
-                f.write(json.dumps({"sig": sig, "op": e.op,
-                                    "kernel_ns": e.kernel_ns, "n_kernels": e.n_kernels, "count": e.count,
-                                    "origin": e.origin}, separators=(",", ":")) + "\n")
+                f.write(json.dumps({"sig": sig, **self.entries[sig].record()}, separators=(",", ":")) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "KernelDatabase":
@@ -374,7 +385,7 @@ class KernelDatabase:
             if not line.strip():
                 continue
             r = json.loads(line)
-            db._put(r["sig"], DbEntry(int(r["kernel_ns"]), int(r["n_kernels"]), int(r["count"]), r["origin"], r.get("op", "")))
+            db._put(r["sig"], DbEntry.from_record(r))
         return db
 
     @classmethod

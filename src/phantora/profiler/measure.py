@@ -85,6 +85,8 @@ class Measurement:
     n_kernels: int
     """Median number of kernels (and memcpys/memsets) per call; 1 when the timer cannot tell."""
     samples_ns: tuple[int, ...]
+    kernels: tuple[str, ...] = ()
+    """Names of the kernels one timed call launched, in launch order (the profiler timer only)."""
 
 
 class ProfilerAttributionError(RuntimeError):
@@ -212,9 +214,9 @@ class Measurer:
         self._report_chunk(chunk, offset, done, times, failures, ran)
 
     def _report_chunk(self, chunk: Sequence[OpCall], offset: int, done: Done,
-                      times: dict[tuple[int, int], tuple[int, int]], failures: dict[int, str], ran: list[int]) -> None:
+                      times: dict[tuple[int, int], tuple[int, int, tuple[str, ...]]], failures: dict[int, str], ran: list[int]) -> None:
         working = [j for j in ran if _launches_work(chunk[j])]
-        if len(working) >= 2 and not any(times.get((j, r), (0, 0))[1] for j in working
+        if len(working) >= 2 and not any(times.get((j, r), (0, 0, ()))[1] for j in working
                                          for r in range(self.config.repeat)):
             raise ProfilerAttributionError(
                 "the profiler attributed no GPU kernel to any measured op; this PyTorch's profiler output "
@@ -227,13 +229,13 @@ class Measurer:
             if any(x is None for x in reps):
                 done(offset + j, None, "the profiler lost some of its timed calls")
                 continue
-            samples = [ns for ns, _ in reps]  # type: ignore[misc]
-            counts = sorted(n for _, n in reps)  # type: ignore[misc]
+            samples = [ns for ns, _, _ in reps]  # type: ignore[misc]
+            counts = sorted(n for _, n, _ in reps)  # type: ignore[misc]
             if counts[-1] == 0:  # never store a zero-time entry we cannot vouch for (Note above)
                 done(offset + j, None, "the profiler saw no GPU kernel for this op")
                 continue
             done(offset + j, Measurement(round(statistics.median(samples)), counts[(len(counts) - 1) // 2],
-                                         tuple(samples)), "")
+                                         tuple(samples), reps[0][2]), "")  # type: ignore[index]
         self._release()
 
 
@@ -241,11 +243,11 @@ def _launches_work(op: OpCall) -> bool:
     return any(o.numel > 0 for o in op.outputs) or any(t.numel > 0 for t in op.tensor_inputs())
 
 
-def tag_kernel_times(events) -> dict[tuple[int, int], tuple[int, int]]:
-    """(op index, rep) -> (summed kernel ns, kernel count) for every `TAG` range in the profiler's
-    events: the kernels of the tag's CPU subtree (Note [Timing kernels, not launches])."""
+def tag_kernel_times(events) -> dict[tuple[int, int], tuple[int, int, tuple[str, ...]]]:
+    """(op index, rep) -> (summed kernel ns, kernel count, kernel names by start) for every `TAG` range in the
+    profiler's events: the kernels of the tag's CPU subtree (Note [Timing kernels, not launches])."""
     cpu = torch.autograd.DeviceType.CPU
-    out: dict[tuple[int, int], tuple[int, int]] = {}
+    out: dict[tuple[int, int], tuple[int, int, tuple[str, ...]]] = {}
     for e in events:
         name = e.name
         if not name.startswith(TAG) or e.device_type != cpu:
@@ -255,15 +257,15 @@ def tag_kernel_times(events) -> dict[tuple[int, int], tuple[int, int]]:
         except ValueError:
             continue
         total_us = 0.0
-        count = 0
+        launched = []
         stack = [e]
         while stack:
             node = stack.pop()
-            for k in node.kernels:
+            for i, k in enumerate(node.kernels):
                 if k.name.startswith(TAG):  # the tag's own GPU-side annotation range
                     continue
                 total_us += k.duration
-                count += 1
+                launched.append((node.time_range.start, i, k.name))
             stack.extend(node.cpu_children)
-        out[(j, r)] = (round(total_us * 1000), count)
+        out[(j, r)] = (round(total_us * 1000), len(launched), tuple(name for *_, name in sorted(launched)))
     return out

@@ -80,11 +80,7 @@ class OnTheFlyClient:
         msg = json.loads(reply)
         if not msg.get("ok"):
             return None, str(msg.get("reason", "unknown"))
-        return _entry(msg["entry"]), ""
-
-
-def _entry(e: dict) -> DbEntry:
-    return DbEntry(int(e["kernel_ns"]), int(e["n_kernels"]), int(e["count"]), str(e["origin"]), str(e.get("op", "")))
+        return DbEntry.from_record(msg["entry"]), ""
 
 
 # ----------------------------------------------------------------------------- CLI side
@@ -182,14 +178,13 @@ class _Worker:
             if m is None:
                 self.failed[sig] = reason
             else:
-                entry = DbEntry(m.kernel_ns, m.n_kernels, len(m.samples_ns), self.config.origin, op.name)
+                entry = DbEntry(m.kernel_ns, m.n_kernels, len(m.samples_ns), self.config.origin, op.name, m.kernels)
                 self.db.add(op, entry)
                 self.dirty = True
                 self._maybe_save()
         if entry is None:
             return {"ok": False, "reason": self.failed[sig]}
-        return {"ok": True, "entry": {"kernel_ns": entry.kernel_ns, "n_kernels": entry.n_kernels, "count": entry.count,
-                                      "origin": entry.origin, "op": entry.op}}
+        return {"ok": True, "entry": entry.record()}
 
     def _maybe_save(self) -> None:
         if time.monotonic() - self._last_save >= _SAVE_INTERVAL_S:

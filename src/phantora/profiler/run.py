@@ -194,7 +194,7 @@ def profile_ops(config: ProfileConfig, *, log: TextIO | None = None) -> ProfileR
             else:
                 result.skipped.append({"sig": job.sig, "op": job.op.name, "reason": reason})
         else:
-            new.add(job.op, DbEntry(m.kernel_ns, m.n_kernels, len(m.samples_ns), mc.origin, job.op.name))
+            new.add(job.op, DbEntry(m.kernel_ns, m.n_kernels, len(m.samples_ns), mc.origin, job.op.name, m.kernels))
             result.measured.append({"sig": job.sig, "op": job.op.name, "kernel_ns": m.kernel_ns,
                                     "n_kernels": m.n_kernels, "samples_ns": list(m.samples_ns),
                                     "calls": job.record.get("calls"), "est_ns": job.record.get("est_ns"),

@@ -191,18 +191,26 @@ class Session:
             return 0
         self._gemm_problems.add(problem)
         self.stats.gemm_problems += 1
-        return self.host.gemm_select_ns() + self._gemm_kernel_load_ns(problem)
+        return self.host.gemm_select_ns() + self._gemm_kernel_load_ns(op, problem)
 
-    def _gemm_kernel_load_ns(self, problem: tuple) -> int:
-        """The first launch of the kernel cuBLAS picks for a new GEMM problem, where the GPU's table knows it
+    def _gemm_kernel_load_ns(self, op: OpCall, problem: tuple) -> int:
+        """The first launches of the kernels cuBLAS runs for a new GEMM problem, where they are known
         (models/gemm_kernels.py Note [First launch of a cuBLAS kernel])."""
+        new = [k for k in dict.fromkeys(self._gemm_kernel_names(op, problem)) if k not in self._gemm_kernels]
+        self._gemm_kernels.update(new)
+        self.stats.gemm_kernel_loads += len(new)
+        return len(new) * self.host.gemm_kernel_load_ns()
+
+    def _gemm_kernel_names(self, op: OpCall, problem: tuple) -> tuple[str, ...]:
+        """The GPU's table of cuBLAS's picks, else the kernels a profile of this exact op recorded."""
         packet, _, inputs = problem
         kernel = self.gemm_kernels.kernel(packet, inputs)
-        if kernel is None or kernel in self._gemm_kernels:
-            return 0
-        self._gemm_kernels.add(kernel)
-        self.stats.gemm_kernel_loads += 1
-        return self.host.gemm_kernel_load_ns()
+        if kernel is not None:
+            return (kernel,)
+        hit = self.compute.database.lookup(op)
+        if hit is None or hit[1] != "exact":
+            return ()
+        return tuple(k for k in hit[0].kernels if not k.startswith(("Memset", "Memcpy")))
 
     def _measure_on_the_fly(self, op: OpCall, estimate: KernelEstimate) -> KernelEstimate:
         """Ask the profiler worker to measure an op no database has (profiler/onthefly.py Note
