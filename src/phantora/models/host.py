@@ -139,8 +139,8 @@ class HostConstants:
     fp32 (460-530 µs)."""
     gemm_kernel_load_ns: int = 4_300_000
     """The first launch in the process of a cuBLAS kernel, on top of `gemm_select_ns` (models/gemm_kernels.py
-    Note [First launch of a cuBLAS kernel]: only kernels the GPU's table knows). Calls 44-45: moe_a2a's
-    expert FFNs replayed on one H200, first pass less second pass against first-launched kernels,
+    Note [First launch of a cuBLAS kernel]: kernels the GPU's table or a profile of the op names). Calls 44-45:
+    moe_a2a's expert FFNs replayed on one H200, first pass less second pass against first-launched kernels,
     3.0 ms forward and 3.9 ms backward on uncontended hosts, 4.3 ms pooled at the mean host
     (benchmarks/h200/build_gemm_kernels.py)."""
     attention_extra_ns: int = 9500

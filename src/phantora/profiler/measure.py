@@ -89,6 +89,10 @@ class Measurement:
     """Names of the kernels one timed call launched, in launch order (the profiler timer only)."""
 
 
+TagKernels = tuple[int, int, tuple[str, ...]]
+"""One timed call's summed kernel ns, kernel count and kernel names (`tag_kernel_times`)."""
+
+
 class ProfilerAttributionError(RuntimeError):
     """The profiler reported no kernels for ops that certainly launch some (its output format is
     not the one this code reads): never turn that into zero-time entries."""
@@ -213,8 +217,8 @@ class Measurer:
             times = tag_kernel_times(prof.events())
         self._report_chunk(chunk, offset, done, times, failures, ran)
 
-    def _report_chunk(self, chunk: Sequence[OpCall], offset: int, done: Done,
-                      times: dict[tuple[int, int], tuple[int, int, tuple[str, ...]]], failures: dict[int, str], ran: list[int]) -> None:
+    def _report_chunk(self, chunk: Sequence[OpCall], offset: int, done: Done, times: dict[tuple[int, int], TagKernels],
+                      failures: dict[int, str], ran: list[int]) -> None:
         working = [j for j in ran if _launches_work(chunk[j])]
         if len(working) >= 2 and not any(times.get((j, r), (0, 0, ()))[1] for j in working
                                          for r in range(self.config.repeat)):
@@ -243,11 +247,11 @@ def _launches_work(op: OpCall) -> bool:
     return any(o.numel > 0 for o in op.outputs) or any(t.numel > 0 for t in op.tensor_inputs())
 
 
-def tag_kernel_times(events) -> dict[tuple[int, int], tuple[int, int, tuple[str, ...]]]:
+def tag_kernel_times(events) -> dict[tuple[int, int], TagKernels]:
     """(op index, rep) -> (summed kernel ns, kernel count, kernel names by start) for every `TAG` range in the
     profiler's events: the kernels of the tag's CPU subtree (Note [Timing kernels, not launches])."""
     cpu = torch.autograd.DeviceType.CPU
-    out: dict[tuple[int, int], tuple[int, int, tuple[str, ...]]] = {}
+    out: dict[tuple[int, int], TagKernels] = {}
     for e in events:
         name = e.name
         if not name.startswith(TAG) or e.device_type != cpu:

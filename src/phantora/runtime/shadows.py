@@ -12,6 +12,11 @@ setup). Any other kernel that writes the storage drops the shadow, as does any c
 a broadcast (every rank's program puts the same values there, which is what a broadcast makes
 true on a real cluster).
 
+A few factories make values that depend on nothing but their arguments (`arange`, `full`, `zeros`, `ones`,
+`scalar_tensor`): they run for real on the host and shadow their results, the same on every rank. So index
+arithmetic built from them (a round-robin expert assignment, its argsort, its bincount) stays real. Results of
+ops on shadows may be up to `MAX_COMPUTED_SHADOW_BYTES`.
+
 Some shadows are known on *every* rank by construction: a placeholder drawn from a seed every rank
 can compute for any rank (Note [Random routing] in runtime/handlers.py), and what ops compute from
 such shadows alone. Their entry then holds a function from a global rank to that rank's values
@@ -30,6 +35,12 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 MAX_SHADOW_BYTES = 1 << 16
+"""Largest host-to-device copy that keeps a shadow."""
+MAX_COMPUTED_SHADOW_BYTES = 1 << 20
+"""Largest result of a factory or an op on shadows that gets one (computed on the host, once)."""
+FACTORIES = frozenset({torch.ops.aten.arange, torch.ops.aten.full, torch.ops.aten.zeros, torch.ops.aten.ones,
+                       torch.ops.aten.scalar_tensor})
+"""Ops whose values depend only on their arguments, wherever they run (`empty` and the random ones do not)."""
 
 Everyone = Callable[[int], torch.Tensor]
 """A global rank -> the values that rank's program holds in the same place (each rank's shadow)."""
@@ -110,10 +121,15 @@ class Shadows:
         """`t` holds `values` on this rank (and `everyone(r)` on rank r, if given)."""
         self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, everyone)
 
+    def applies(self, func) -> bool:
+        """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
+        return bool(self._by_storage) or func.overloadpacket in FACTORIES
+
     def propagate(self, func, flat: list, spec, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
         `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
         the op's written inputs keep valid shadows)."""
+        factory = func.overloadpacket in FACTORIES
         real, per_rank = [], []
         for a in flat:
             if isinstance(a, FakeTensor):
@@ -125,18 +141,20 @@ class Shadows:
             elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
                 return False
             elif isinstance(a, torch.device) and a.type != "cpu":
-                return False
+                if not factory:
+                    return False
+                real.append(torch.device("cpu"))  # a factory's values do not depend on where it runs
             else:
                 real.append(a)
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_SHADOW_BYTES
+        if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_COMPUTED_SHADOW_BYTES
                            for o in outs):
             return False
         results = _run_real(func, spec, real)
         rank_results = None
         if all(e is not None for e in per_rank):
             # the fake inputs' places only: holding them would keep their storages alive in the memory model
-            places = tuple(_FAKE if isinstance(a, FakeTensor) else a for a in flat)
+            places = tuple(_FAKE if isinstance(a, FakeTensor) else r for a, r in zip(flat, real))
             rank_results = functools.lru_cache(maxsize=8)(functools.partial(_run_for_rank, func, spec, places, per_rank))
         for i, (o, r) in enumerate(zip(outs, results)):
             everyone = None if rank_results is None else functools.partial(_nth, rank_results, i)

@@ -74,6 +74,10 @@ seen["finite_all"] = bool(torch.isfinite(a).all())
 seen["any"] = bool((a > 0).any())
 seen["nonzero_shape"] = list(torch.nonzero(a[:4, :4]).shape)
 seen["cpu_copy"] = a[:2, :2].cpu().tolist()
+# values made from arguments alone are real (Note [Shadow values]): a round-robin routing's counts, a sum
+seen["round_robin_counts"] = torch.bincount(torch.arange(64, device="cuda").remainder(8).view(32, 2).flatten(),
+                                            minlength=8).tolist()
+seen["arange_sum"] = torch.arange(10, device="cuda").sum().item()
 counts = torch.zeros(16, dtype=torch.int64, device="cuda")
 t0 = time.perf_counter()
 seen["tolist"] = counts.tolist()  # one device-to-host copy and one wait, as on a GPU: not one per element
