@@ -8,14 +8,11 @@
 # 2. What a timeline mark costs in situ (fit_moe_host.py takes ~33 µs off each stretch, from a stretch of
 #    almost nothing but a mark; in a tight loop a mark takes 8.4 µs: call 35): moe_a2a.py on 2 ranks with every
 #    other step marked (PHANTORA_BENCH_MARK_AB=1), twice; benchmarks/h200/mark_cost.py.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 source benchmarks/h200/device_call.sh
-C=$OUT/c41
+call_setup 41
 mkdir -p $C/mark_ab $C/host_calls
 (nproc; lscpu) > $C/cpu.txt 2>&1
-python3 benchmarks/h200/host_probe.py --label "start" >> $C/probe.jsonl
 MOE="benchmarks/workloads/moe_a2a.py --dim 2048 --ffn-dim 4096 --experts 8 --top-k 2 --n-layers 8 --tokens 8192 --steps 39"
 L1B="benchmarks/workloads/llama_train.py --parallel fsdp --ac none --dim 2048 --n-layers 16 --n-heads 32 --n-kv-heads 8 --ffn-dim 8192 --vocab 128256 --seq 4096 --batch 1 --steps 8"
 mark_ab() {

@@ -9,14 +9,11 @@
 #   TORCH_NCCL_ENABLE_MONITORING=0): do they take CPU from the main thread?
 # - llama_tiny on one GPU, the same records (the control: its host the model matches).
 # Then llama_tiny_1gpu and nanogpt_tiny_1gpu's ground-truth commands (the lease's index).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 source benchmarks/h200/device_call.sh
-C=$OUT/c42
+call_setup 42
 mkdir -p $C/timeline
 (nproc; lscpu) > $C/cpu.txt 2>&1
-python3 benchmarks/h200/host_probe.py --label "start" >> $C/probe.jsonl
 MOE="benchmarks/workloads/moe_a2a.py --experts 8 --top-k 2 --n-layers 8 --steps 12"
 LT="benchmarks/workloads/llama_train.py --parallel none --ac none --dim 512 --n-layers 4 --n-heads 8 --n-kv-heads 4 --ffn-dim 1536 --vocab 32000 --seq 512 --batch 2 --steps 30"
 export PHANTORA_BENCH_SCHED=1

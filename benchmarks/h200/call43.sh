@@ -4,13 +4,10 @@
 # commands as call 41: llama_l1b_fsdp2's ground-truth command with each FSDP2 call's exclusive host time recorded
 # (profile_steps.py --host-calls), the batch-1 runs with 4 micro-steps and with 1; around them llama_tiny,
 # nanogpt_tiny (twice each) and tp2's ground-truth commands (the lease's index, benchmarks/h200/leases.py).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-T0=$(date +%s)
 cd "$(dirname "$0")/../.."
 source benchmarks/h200/device_call.sh
-C=$OUT/c43
+call_setup 43
 mkdir -p $C/host_calls
-python3 benchmarks/h200/host_probe.py --label "start" >> $C/probe.jsonl
 L1B="benchmarks/workloads/llama_train.py --parallel fsdp --ac none --dim 2048 --n-layers 16 --n-heads 32 --n-kv-heads 8 --ffn-dim 8192 --vocab 128256 --seq 4096 --batch 1 --steps 8"
 groundtruth_runs $C/a llama_tiny_1gpu nanogpt_tiny_1gpu
 (cd benchmarks/h200 && python3 profile_steps.py --out $C --host-calls --steps 8 --only llama_l1b_fsdp2 2>&1 | grep -v USDT | cut -c1-200)

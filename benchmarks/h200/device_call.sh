@@ -22,10 +22,10 @@ groundtruth_runs() {
   done
 }
 
-# `call_setup N` opens device call N's script (run from the repository root): T0, unbuffered Python, the output
-# folder C=$OUT/cN, and a host probe at the start in C/probe.jsonl.
+# `call_setup N` opens device call N's script (run from the repository root): NCCL without NVLink multicast
+# (KINDS.md), unbuffered Python, T0, the output folder C=$OUT/cN, and a host probe at the start in C/probe.jsonl.
 call_setup() {
-  export PYTHONUNBUFFERED=1
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
   T0=$(date +%s)
   C=$OUT/c$1
   mkdir -p "$C"

@@ -209,11 +209,12 @@ class KernelRecorder:
         if launches_no_kernel(func):
             self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
             return
-        if self.unwaited or shadows.applies(func):
+        shadowed = shadows.applies(func)
+        if self.unwaited or shadowed:
             if flat is None:
                 flat, spec = tree_flatten((args, kwargs))
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
-            propagated = shadows.applies(func) and shadows.propagate(func, flat, spec, out)
+            propagated = shadowed and shadows.propagate(func, flat, spec, out)
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
         self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
 
