@@ -1,6 +1,9 @@
 """Virtual clock: reads the simulated host clock, sleep advances it."""
 
+import threading
 import time
+
+import pytest
 
 from phantora.runtime.clock import REAL_PERF_COUNTER, REAL_TIME_NS, VirtualClock
 
@@ -28,36 +31,64 @@ def test_reads_and_sleep():
     assert abs(clock.time() - (REAL_TIME_NS() / 1e9 + 1.75)) < 60
 
 
-def test_install_patches_time_module():
+_CLOCK_NAMES = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "sleep")
+
+
+@pytest.fixture
+def installed_clock():
+    """A virtual clock installed into the `time` module (frozen at 0 unless a test advances it), removed after."""
+    saved = {name: getattr(time, name) for name in _CLOCK_NAMES}
     host = FakeHost()
-    saved = (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
-             time.monotonic_ns, time.sleep)
+    VirtualClock(host.now, host.advance).install()
     try:
-        VirtualClock(host.now, host.advance).install()
-        host.ns = 42_000
-        assert time.perf_counter_ns() == 42_000
-        time.sleep(1.0)
-        assert time.monotonic() == 1.000042
+        yield host
     finally:
-        (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
-         time.monotonic_ns, time.sleep) = saved
+        for name, fn in saved.items():
+            setattr(time, name, fn)
 
 
-def test_file_locks_keep_the_real_clock():
-    """filelock polls for other processes' lock files: its sleeps and timeouts must not be simulated time."""
-    import filelock._api
+def test_install_patches_time_module(installed_clock):
+    installed_clock.ns = 42_000
+    assert time.perf_counter_ns() == 42_000
+    time.sleep(1.0)
+    assert time.monotonic() == 1.000042
 
-    host = FakeHost()
-    saved = (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
-             time.monotonic_ns, time.sleep, filelock._api.time)
+
+def test_file_locks_keep_the_real_clock(installed_clock, tmp_path):
+    """filelock polls for a lock another process holds: its sleeps and timeout must be real time, whatever
+    module of filelock does the polling."""
+    import filelock
+
+    path = str(tmp_path / "held.lock")
+    holder = filelock.FileLock(path)
+    holder.acquire()
     try:
-        VirtualClock(host.now, host.advance).install()
-        filelock._api.time.sleep(0.001)
-        assert host.ns == 0
-        assert abs(filelock._api.time.perf_counter() - REAL_PERF_COUNTER()) < 1.0
+        started = REAL_PERF_COUNTER()
+        with pytest.raises(filelock.Timeout):
+            filelock.FileLock(path).acquire(timeout=0.2, poll_interval=0.05)
+        assert REAL_PERF_COUNTER() - started >= 0.2
+        assert installed_clock.ns == 0
     finally:
-        (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
-         time.monotonic_ns, time.sleep, filelock._api.time) = saved
+        holder.release()
+
+
+def test_multiprocessing_waits_keep_the_real_clock(installed_clock):
+    """A DataLoader worker checks its parent through multiprocessing's timed waits: on a frozen simulated
+    clock their deadline never came and the worker outlived its parent."""
+    import multiprocessing.connection
+
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    done = threading.Event()
+
+    def wait_on_silent_pipe():
+        multiprocessing.connection.wait([reader], timeout=0.05)
+        done.set()
+
+    threading.Thread(target=wait_on_silent_pipe, daemon=True).start()
+    assert done.wait(5.0), "multiprocessing.connection.wait never timed out"
+    assert installed_clock.ns == 0
+    reader.close()
+    writer.close()
 
 
 def test_negative_sleep_rejected():

@@ -2,20 +2,26 @@
 
 `time.time/perf_counter/monotonic` (and their `_ns` forms) return simulated time, so a script's
 own step timers and throughput logs are the prediction. `time.sleep` advances the simulated host
-clock instead of sleeping. Standard-library modules that bound `time.monotonic` at import
-(threading, queue, multiprocessing) keep the real clock: their timeouts must be real because
-they wait for real threads and processes. They are imported before the patch for that reason.
-`filelock` (Hugging Face datasets and hub caches, torch's own) polls for other processes' locks with
-`time.sleep`; on the simulated clock each poll advanced the rank's time by 50 ms, as many times as the
-other ranks happened to hold the lock for real, so TorchTitan's ranks started up to 2.5 s apart at
-random and its simulated step changed by up to 0.25 % between runs. It gets a real `time` module.
+clock instead of sleeping.
+
+Note: [Code that waits for other processes]
+Some code measures time to wait for other real threads or processes: lock files polled by `filelock`
+(Hugging Face caches) and `torch.utils.file_baton` (torch's extension builds), pipes and queues of
+`multiprocessing` (a DataLoader worker's check that its parent is alive), `subprocess` timeouts, and
+Phantora's own polling. On the simulated clock such a wait goes wrong: a frozen clock never reaches
+its deadline (forked DataLoader workers outlived their parent), and each poll's sleep advances the
+rank's simulated time by as much as the other process happened to hold the lock (TorchTitan's ranks
+started up to 2.5 s apart at random). A clock function therefore looks at its caller: called from a
+module of `REAL_CLOCK_PACKAGES`, it reads (or sleeps on) the real clock. Looking at the caller, not
+patching the modules, also covers names bound at import (`from time import monotonic`) and modules
+imported later; standard-library modules that bound a clock function at import (threading, queue)
+are imported before the patch and keep the real one anyway.
 """
 
 from __future__ import annotations
 
-import importlib
+import sys
 import time
-import types
 from typing import Callable
 
 from phantora.units import NS_PER_S, seconds_to_ns
@@ -30,13 +36,30 @@ import threading  # noqa: F401,E402
 REAL_TIME = time.time
 REAL_TIME_NS = time.time_ns
 REAL_PERF_COUNTER = time.perf_counter
+REAL_PERF_COUNTER_NS = time.perf_counter_ns
 REAL_MONOTONIC = time.monotonic
+REAL_MONOTONIC_NS = time.monotonic_ns
 REAL_SLEEP = time.sleep
-REAL_TIME_MODULE = types.ModuleType("time")
-REAL_TIME_MODULE.__dict__.update(time.__dict__)
-"""The time module as it was before the patch, for modules that wait for other processes."""
-WAITS_FOR_PROCESSES = ("filelock._api",)
-"""Modules whose sleeps and timeouts wait for other processes: they keep the real clock."""
+REAL_CLOCK_PACKAGES = ("filelock", "torch.utils.file_baton", "multiprocessing", "subprocess",
+                       "concurrent.futures", "phantora")
+"""Packages (and modules) whose clock reads and sleeps wait for other processes: Note [Code that waits
+for other processes]."""
+
+_real_clock_callers: dict[str, bool] = {}
+
+
+def _wants_real_clock(module: str) -> bool:
+    known = _real_clock_callers.get(module)
+    if known is None:
+        known = any(module == p or module.startswith(p + ".") for p in REAL_CLOCK_PACKAGES)
+        _real_clock_callers[module] = known
+    return known
+
+
+def _caller_wants_real_clock() -> bool:
+    """Whether the code calling a clock function (two frames up: the caller of the patched function)
+    is in a package of `REAL_CLOCK_PACKAGES`."""
+    return _wants_real_clock(sys._getframe(2).f_globals.get("__name__") or "")
 
 
 class VirtualClock:
@@ -67,12 +90,22 @@ class VirtualClock:
         REAL_SLEEP(0)  # let real threads run, as a real sleep would
 
     def install(self) -> None:
-        time.time, time.time_ns = self.time, self.time_ns
-        time.perf_counter, time.perf_counter_ns = self.monotonic, self.monotonic_ns
-        time.monotonic, time.monotonic_ns = self.monotonic, self.monotonic_ns
-        time.sleep = self.sleep
-        for name in WAITS_FOR_PROCESSES:
-            try:
-                importlib.import_module(name).time = REAL_TIME_MODULE
-            except ImportError:  # not installed: nothing of it can run
-                pass
+        """Patch the `time` module; callers in `REAL_CLOCK_PACKAGES` keep the real clock."""
+        time.time = _unless_real(self.time, REAL_TIME)
+        time.time_ns = _unless_real(self.time_ns, REAL_TIME_NS)
+        time.perf_counter = _unless_real(self.monotonic, REAL_PERF_COUNTER)
+        time.perf_counter_ns = _unless_real(self.monotonic_ns, REAL_PERF_COUNTER_NS)
+        time.monotonic = _unless_real(self.monotonic, REAL_MONOTONIC)
+        time.monotonic_ns = _unless_real(self.monotonic_ns, REAL_MONOTONIC_NS)
+        time.sleep = _unless_real(self.sleep, REAL_SLEEP)
+
+
+def _unless_real(simulated: Callable, real: Callable) -> Callable:
+    """`simulated`, except for callers that wait for other processes, which get `real`."""
+
+    def clock(*args):
+        return real(*args) if _caller_wants_real_clock() else simulated(*args)
+
+    clock.__name__ = clock.__qualname__ = real.__name__
+    clock.__doc__ = real.__doc__
+    return clock
