@@ -35,6 +35,7 @@ def test_cuda_api_surface(phantora):
     assert seen["compiled_runs"] == [2, 256]
     assert seen["big_seed"] == 2**64 - 5
     assert "CUDA graphs" in seen["graph_error"]
+    assert seen["graph_type_named"] == "torch.cuda.graphs.CUDAGraph | None"
     assert any("torch.compile" in w for w in run.summary["warnings"])
     assert run.summary["placeholder_reads"][".item()"] >= 1
 
@@ -103,7 +104,9 @@ def test_8b_model_with_adamw_fits_in_small_host_memory(phantora):
 def test_fused_gpu_kernels_arrive_whole(phantora):
     """F.rms_norm calls _fused_rms_norm, which a CUDA build runs as one kernel each way; a CPU build has only
     its decomposition (pow, mean, rsqrt, five multiplications). cuDNN attention takes grouped key/value heads
-    as they are; repeating them would add copies and reductions a GPU does not run, and keep the copies."""
+    as they are; repeating them would add copies and reductions a GPU does not run, and keep the copies.
+    Under autocast, attention on float32 inputs runs in bf16 (cuDNN), as autocast casts it on a GPU; under
+    `sdpa_kernel(FLASH_ATTENTION)` it runs flash attention."""
     run = phantora(str(SCRIPTS / "fused_kernels_probe.py"))
     assert run.code == 0, run.stderr[-2000:]
     events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
@@ -112,10 +115,13 @@ def test_fused_gpu_kernels_arrive_whole(phantora):
     assert kernels.count("aten._fused_rms_norm.default") == 1
     assert kernels.count("aten._fused_rms_norm_backward.default") == 1
     assert not {"aten.pow.Tensor_Scalar", "aten.rsqrt.default", "aten.mean.dim"} & set(kernels)
-    assert kernels.count("aten._scaled_dot_product_cudnn_attention.default") == 1
+    assert kernels.count("aten._scaled_dot_product_cudnn_attention.default") == 2
+    assert kernels.count("aten._scaled_dot_product_flash_attention.default") == 1
+    assert "aten._scaled_dot_product_efficient_attention.default" not in kernels
     assert kernels.count("aten._scaled_dot_product_cudnn_attention_backward.default") == 1
     assert not {"aten.clone.default", "aten.sum.dim_IntList", "aten.repeat_interleave.self_int"} & set(kernels)
     probe = run.tagged_json("PROBE")
     assert probe["k_grad"] == [2, 8, 1024, 128]
+    assert probe["autocast_dtype"] == "torch.bfloat16"
     lse_bytes = 2 * 32 * 1024 * 4
     assert probe["attention_saved_bytes"] <= probe["output_bytes"] + lse_bytes + (1 << 20)

@@ -36,3 +36,19 @@ def test_flash_needs_ampere_and_small_head_dim():
 def test_gqa_only_with_enable_gqa():
     assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, True, (8, 0)) == "flash"
     assert choose_backend(*qkv(torch.bfloat16, kv_heads=2), None, 0.0, False, (8, 0)) == "math"
+
+
+def test_sdpa_kernel_context_is_respected():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        assert choose_backend(*qkv(torch.bfloat16), None, 0.0, False, (9, 0)) == "flash"
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION], set_priority=True):
+        assert choose_backend(*qkv(torch.bfloat16), None, 0.0, False, (9, 0)) == "efficient"
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        try:
+            choose_backend(*qkv(torch.float32), None, 0.0, False, (9, 0))
+        except RuntimeError as error:
+            assert "No available kernel" in str(error)
+        else:
+            raise AssertionError("flash attention accepted float32 inputs")

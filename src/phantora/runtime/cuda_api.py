@@ -354,6 +354,17 @@ def _unsupported(feature: str, hint: str = ""):
     return fail
 
 
+def _unsupported_class(name: str, feature: str) -> type:
+    """A stand-in for an unsupported `torch.cuda` class: naming it works as in PyTorch (type annotations such as
+    `torch.cuda.CUDAGraph | None` evaluated at import, `isinstance` checks); making one raises."""
+
+    def refuse(cls, *args, **kwargs):
+        raise NotImplementedError(f"phantora: {feature} is not supported yet")
+
+    return type(name, (), {"__new__": refuse, "__module__": "torch.cuda.graphs",
+                           "__doc__": f"Not supported under Phantora: {feature}."})
+
+
 def install(api: CudaApi) -> None:
     """Make `torch.cuda` describe the simulated GPU(s). Call once, before user code runs."""
     import torch._dynamo  # noqa: F401 - see notes: it imports CUDA names that must still be absent
@@ -412,8 +423,8 @@ def install(api: CudaApi) -> None:
         "Event": Event,
         "device_count": lambda: api.count,
         "_cached_device_count": api.count,
-        "CUDAGraph": _unsupported("CUDA graphs (torch.cuda.CUDAGraph)"),
-        "graph": _unsupported("CUDA graphs (torch.cuda.graph)"),
+        "CUDAGraph": _unsupported_class("CUDAGraph", "CUDA graphs (torch.cuda.CUDAGraph)"),
+        "graph": _unsupported_class("graph", "CUDA graphs (torch.cuda.graph)"),
         "make_graphed_callables": _unsupported("CUDA graphs (torch.cuda.make_graphed_callables)"),
     }
     for name, value in replacements.items():

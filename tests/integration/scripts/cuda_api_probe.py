@@ -123,6 +123,7 @@ seen["big_seed"] = torch.cuda.initial_seed()
 
 compiled = torch.compile(model)
 seen["compiled_runs"] = list(compiled(torch.randn(2, 256, device="cuda")).shape)
+seen["graph_type_named"] = str(torch.cuda.CUDAGraph | None)  # libraries annotate with it at import
 try:
     torch.cuda.CUDAGraph()
     seen["graph_error"] = None
