@@ -107,3 +107,23 @@ def test_ddp_overlaps_gradient_all_reduce_with_backward(torchrun):
     summary = run.summary
     assert summary["nccl_s"] > 0
     assert summary["exposed_comm_s"] < 0.8 * summary["nccl_s"]
+
+
+def test_framework_idioms(torchrun):
+    """What DeepSpeed, Lightning, Accelerate and FSDP do around their steps works as on a GPU (issue: real
+    frameworks, unmodified)."""
+    run = torchrun(2, str(SCRIPTS / "framework_idioms_probe.py"))
+    assert run.code == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert "NCCL support is not compiled" not in run.stdout + run.stderr
+    seen = rank_json(run, "PROBE")
+    for rank, s in seen.items():
+        assert s["backend"] == "nccl"
+        assert s["nvtx_depths"] == [0, 1, 1, 0]
+        assert s["weakref_param_kept"]
+        assert s["set_data"] == [f"cuda:{rank}", True, True] and s["set_data_grad"] == f"cuda:{rank}"
+        assert s["broadcast"] == 7 and s["all_reduce_sum"] == 3.0 and s["all_reduce_max"] == 1
+        assert s["all_gather"] == [0, 0, 1, 10] and s["derived"] == 6.0
+        assert s["pinned"] and s["tokens"] == [[2_000_000], f"cuda:{rank}"]
+        a, b, a10, storage = s["addresses"]
+        assert a != b and a > 0 and b > 0 and a10 == a + 40 and storage == a
+        assert s["no_dispatch_record_stream"]

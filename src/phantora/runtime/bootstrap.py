@@ -24,12 +24,12 @@ def install(config: RankConfig):
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
     from phantora.runtime.handlers import HANDLERS, install_tolist
-    from phantora.runtime.kernels import register_cuda_kernels_for_composite_ops
+    from phantora.runtime.kernels import register_cuda_redispatch, register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
     from phantora.runtime.python_costs import install_python_costs
     from phantora.runtime.session import Session
     from phantora.runtime.sdpa import install_sdpa_routing
-    from phantora.runtime.storage import install_storage_resize_hook
+    from phantora.runtime.storage import install_addresses, install_storage_resize_hook
 
     shim = native.load_shim()
     if not shim.phantora_install(config.devices_per_process):
@@ -38,6 +38,7 @@ def install(config: RankConfig):
     recorder = KernelRecorder(session, shim)
     cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
     register_cuda_kernels_for_composite_ops()
+    register_cuda_redispatch()
     install_module_conversion()
     install_foreach_support()
     install_tolist()
@@ -51,6 +52,7 @@ def install(config: RankConfig):
     install_sdpa_routing(session)
     install_compile_fallback(session)
     install_storage_resize_hook(recorder)
+    install_addresses(recorder)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)

@@ -9,7 +9,9 @@ caching-allocator model, stream and event times from the coordinator (runtime/en
 
 from __future__ import annotations
 
+import itertools
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,6 +350,42 @@ class _Cudart:
         return "no error"
 
 
+class _Nvtx:
+    """NVTX ranges and marks (`torch.cuda.nvtx`, DeepSpeed's every forward): on a GPU they only annotate a
+    profiler's timeline, so here they keep their nesting depth and cost nothing."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._next_handle = itertools.count(1)
+
+    def rangePushA(self, message: str) -> int:
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        return depth
+
+    def rangePop(self) -> int:
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            return -1  # NVTX's answer to a pop with no open range
+        self._local.depth = depth - 1
+        return depth - 1
+
+    def rangeStartA(self, message: str) -> int:
+        return next(self._next_handle)
+
+    def rangeEnd(self, handle: int) -> None:
+        pass
+
+    def markA(self, message: str) -> None:
+        pass
+
+    def deviceRangeStart(self, message: str, stream: int = 0) -> object:
+        return object()
+
+    def deviceRangeEnd(self, handle: object, stream: int = 0) -> None:
+        pass
+
+
 def _unsupported(feature: str, hint: str = ""):
     def fail(*args, **kwargs):
         raise NotImplementedError(f"phantora: {feature} is not supported yet{hint}")
@@ -433,6 +471,7 @@ def install(api: CudaApi) -> None:
     cuda.graphs.CUDAGraph = replacements["CUDAGraph"]
     cuda.graphs.graph = replacements["graph"]
     cuda.graphs.make_graphed_callables = replacements["make_graphed_callables"]
+    cuda.nvtx._nvtx = _Nvtx()
     sys.modules["torch.cuda"].memory.mem_get_info = api.mem_get_info
     cuda.mem_get_info = api.mem_get_info
     torch.version.cuda = CUDA_VERSION

@@ -75,7 +75,7 @@ _METADATA_ONLY = {
 
 _PASSTHROUGH = {
     torch.ops.prim.device.default, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
-    aten.sym_storage_offset.default, aten.is_pinned.default, aten._has_compatible_shallow_copy_type.default,
+    aten.sym_storage_offset.default, aten._has_compatible_shallow_copy_type.default,
 }
 
 

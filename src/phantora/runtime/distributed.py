@@ -32,12 +32,19 @@ import torch.distributed.distributed_c10d as c10d
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.protocol.records import CoalescedRecord, CollectiveRecord
+from phantora.runtime import collective_values
 from phantora.runtime.dispatch import KernelRecorder
 from phantora.runtime.session import Session
 from phantora.runtime.shadows import shadows
 
 NCCL_VERSION = (2, 28, 9)
 """What `torch.cuda.nccl.version()` reports: the NCCL of the H200 machines Phantora is calibrated on."""
+
+NCCL_DEFAULT_TIMEOUT = timedelta(minutes=10)
+"""ProcessGroupNCCL's default timeout (c10d's `default_pg_nccl_timeout` on a CUDA build)."""
+
+Carried = tuple[torch.Tensor, list[int], "collective_values.Combine"]
+"""What a collective carries between ranks: its input, the group ranks that contribute, how values combine."""
 
 _session: Session | None = None
 """Set by `install`; the backend is created by c10d, which cannot pass it along."""
@@ -233,6 +240,17 @@ class SimulatedNcclGroup(dist.ProcessGroup):
     def __repr__(self) -> str:
         return f"<SimulatedNcclGroup {self._tag!r} ranks={list(self.global_ranks)}>"
 
+    def _get_backend(self, device: torch.device) -> "SimulatedNcclGroup":
+        """c10d asks a group for its backend on a device (`init_process_group(device_id=...)`, `new_group`,
+        DeviceMesh); a Python process group is its own backend on every device."""
+        return self
+
+    @property
+    def supports_splitting(self) -> bool:
+        """No communicator splitting (`split_group`): `new_group` then builds each group anew, as NCCL does
+        without a bound device."""
+        return False
+
     # -- lifecycle: nothing to tear down -----------------------------------------------------
     def abort(self) -> None:
         pass
@@ -276,11 +294,12 @@ class SimulatedNcclGroup(dist.ProcessGroup):
 
     def _launch(self, op: str, size_bytes: int, tensors: list[torch.Tensor], result: list[torch.Tensor], *,
                 root: int | None = None, peers: tuple[int, int] | None = None,
-                blocks_host: bool = False) -> NcclWork:
-        """Issue one NCCL call (or add it to the open coalesced group): stream order, record, end event."""
+                blocks_host: bool = False, values: Carried | None = None) -> NcclWork:
+        """Issue one NCCL call (or add it to the open coalesced group): stream order, record, end event.
+        `values`: what the call carries between ranks (Note [Values through collectives])."""
         session = _session
         device = _device_index(tensors)
-        if op != "broadcast":
+        if values is None:
             shadows.forget(result)
         if any(t.device.type != "cuda" for t in tensors):
             session.warn_once("cpu-collective", f"a collective ({op}) on CPU tensors of an NCCL group is "
@@ -290,6 +309,10 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         else:  # own tag: a (src, dst) pair could equal a two-rank group's member list
             group, seq, tag = peers, self._p2p_seq.get(peers, 0), self._tag + ":p2p"
             self._p2p_seq[peers] = seq + 1
+        if values is not None:
+            inp, contributors, combine = values
+            collective_values.exchange(self._store, f"phantora/values/{tag}/{seq}", self.rank(), contributors,
+                                       inp, result, combine)
         with session.lock:
             session.host_work(session.host.collective_ns())
             if self._coalesced is not None:  # the stream is chosen when the group ends
@@ -351,8 +374,18 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         return work
 
     # -- collectives -------------------------------------------------------------------------
+    def _carried(self, inputs: list[torch.Tensor], combine: collective_values.Combine,
+                 root: int | None = None) -> Carried | None:
+        """What a collective on `inputs` carries: its input, its contributors (every group rank, or the
+        group rank `root`) and how their values combine; None where it carries none."""
+        if not collective_values.carries_values(inputs):
+            return None
+        return inputs[0], list(range(self.size())) if root is None else [root], combine
+
     def allreduce(self, tensors, opts=None):
-        return self._launch("all_reduce", sum(map(_nbytes, tensors)), tensors, tensors)
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        values = self._carried(tensors, collective_values.all_reduce(op, tensors[0].dtype))
+        return self._launch("all_reduce", sum(map(_nbytes, tensors)), tensors, tensors, values=values)
 
     def allreduce_coalesced(self, tensors, opts=None):
         self._start_coalescing(tensors[0].device)
@@ -361,8 +394,10 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         return self._end_coalescing(tensors[0].device)
 
     def broadcast(self, tensors, opts=None):
-        root = self._global(opts.rootRank if opts is not None else 0)
-        return self._launch("broadcast", sum(map(_nbytes, tensors)), tensors, tensors, root=root)
+        group_root = opts.rootRank if opts is not None else 0
+        values = self._carried(tensors, collective_values.broadcast, root=group_root)
+        return self._launch("broadcast", sum(map(_nbytes, tensors)), tensors, tensors, root=self._global(group_root),
+                            values=values)
 
     def reduce(self, tensors, opts=None):
         root = self._global(opts.rootRank if opts is not None else 0)
@@ -370,10 +405,13 @@ class SimulatedNcclGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         outputs = [t for lst in output_lists for t in lst]
-        return self._launch("all_gather", _nbytes(inputs[0]) * self.size(), [*inputs, *outputs], outputs)
+        values = self._carried(inputs, collective_values.all_gather(into_one=False))
+        return self._launch("all_gather", _nbytes(inputs[0]) * self.size(), [*inputs, *outputs], outputs,
+                            values=values)
 
     def _allgather_base(self, output, input, opts=None):
-        return self._launch("all_gather", _nbytes(output), [input, output], [output])
+        values = self._carried([input], collective_values.all_gather(into_one=True))
+        return self._launch("all_gather", _nbytes(output), [input, output], [output], values=values)
 
     all_gather_single = _allgather_base
 
@@ -641,6 +679,7 @@ def install(session: Session, recorder: KernelRecorder) -> None:
     torch._C._nccl_version_suffix = lambda: b""
     c10d.ProcessGroupNCCL = SimulatedNcclGroup
     c10d._NCCL_AVAILABLE = True
+    c10d.default_pg_nccl_timeout = NCCL_DEFAULT_TIMEOUT  # a CPU build has none, and warns at every group
     dist.ProcessGroupNCCL = SimulatedNcclGroup
     for name, fn in _OBJECT_COLLECTIVES.items():
         _original[name] = getattr(c10d, name)

@@ -25,6 +25,8 @@ aten = torch.ops.aten
 
 ALL_TRUE_ATTR = "_phantora_all_true"
 """Set on the fake result of `all()`: its placeholder value is True (Note [Placeholder values])."""
+PINNED_ATTR = "_phantora_pinned"
+"""Set on a fake host tensor that `pin_memory()` made (its views are pinned too)."""
 
 
 def _copy_call(name: str, dst: TensorMeta, src: TensorMeta) -> OpCall:
@@ -98,9 +100,10 @@ def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     target = kwargs.get("device")
     target_type = torch.device(target).type if target is not None else src.device.type
     if isinstance(src, FakeTensor) and src.device.type == "cuda" and target_type == "cpu":
-        _read_to_host(mode, src, blocking=not kwargs.get("non_blocking", False))
+        blocking = not kwargs.get("non_blocking", False)
+        _read_to_host(mode, src, blocking=blocking)
         dtype = kwargs.get("dtype") or src.dtype
-        real = shadows.lookup(src)
+        real = shadows.lookup(src, synced=blocking)
         if real is not None:
             return real.to(dtype=dtype, copy=True)
         mode.session.note_placeholder("device-to-host copy")
@@ -153,7 +156,7 @@ def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
         return dst
     if src_fake and not dst_fake and src.device.type == "cuda":
         _read_to_host(mode, src, blocking=not non_blocking)
-        real = shadows.lookup(src)
+        real = shadows.lookup(src, synced=not non_blocking)
         with torch.no_grad():
             if real is not None:
                 dst.copy_(real)
@@ -162,6 +165,20 @@ def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
                 dst.zero_()
         return dst
     return mode.run_fake(func, args, kwargs)
+
+
+def pin_memory(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """`pin_memory()` of a large host tensor kept fake (Note [Hybrid dispatch]): a copy into page-locked host
+    memory, host work only; the copy is pinned, so a later `non_blocking` copy to the GPU does not block."""
+    with mode.recorder.suppress():
+        out = mode.run_fake(aten.clone.default, (args[0],), {})
+    setattr(out, PINNED_ATTR, True)
+    return out
+
+
+def is_pinned(mode: HybridMode, func, args: tuple, kwargs: dict) -> bool:
+    t = args[0]
+    return bool(getattr(t, PINNED_ATTR, False) or getattr(t._base, PINNED_ATTR, False))
 
 
 def mark_all_true(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
@@ -268,4 +285,6 @@ HANDLERS = {
     aten.equal.default: equal,
     aten.nonzero.default: nonzero,
     aten.bincount.default: bincount,
+    aten._pin_memory.default: pin_memory,
+    aten.is_pinned.default: is_pinned,
 }

@@ -12,6 +12,14 @@ A second kind has no CPU kernel at all: `_fused_rms_norm` (what `F.rms_norm` and
 call) has a CUDA kernel and a derivative (`_fused_rms_norm_backward`) on a GPU build, and only its
 decomposition elsewhere. Unregistered, TorchTitan's 8B step gained ~250 ms of pow, mean, rsqrt and
 multiplications per step (data/h200/call22/: the real step runs one norm kernel each way).
+
+Note: [Ops that skip the Python dispatch]
+`no_dispatch()` (torch.utils._mode_utils: `_DisableTorchDispatch`) turns Python dispatch off, so an op
+on a fake CUDA tensor inside it goes past the dispatch modes and the fake tensor's own dispatch to the
+CUDA kernel, which a CPU build does not have. Libraries do this for ops they want kept away from tensor
+subclasses (FSDP1's mixed precision calls `record_stream` so). A GPU runs such an op as any other, so a
+fallback kernel for the CUDA key turns the Python keys back on and dispatches the op again, below
+autograd (which has already run for it), into the simulation.
 """
 
 from __future__ import annotations
@@ -48,3 +56,36 @@ def register_cuda_kernels_for_composite_ops() -> list[str]:
         for name in names:
             _library.impl(name.removeprefix("aten::"), _unreachable, "CUDA")
     return names
+
+
+OPS_CALLED_WITHOUT_PYTHON_DISPATCH = ("record_stream",)
+"""aten ops that libraries call on CUDA tensors under `no_dispatch()` (Note [Ops that skip the Python
+dispatch]): FSDP1's `_no_dispatch_record_stream`."""
+
+_redispatch_library: torch.library.Library | None = None
+
+
+def _into_the_simulation(op: torch._ops.OpOverload):
+    """A CUDA kernel for `op` that dispatches it again with the Python keys on, below autograd (Note [Ops that
+    skip the Python dispatch])."""
+
+    def kernel(*args, **kwargs):
+        with (torch._C._SetExcludeDispatchKeyGuard(torch._C.DispatchKey.Python, False),
+              torch._C._SetExcludeDispatchKeyGuard(torch._C.DispatchKey.PythonTLSSnapshot, False),
+              torch._C._AutoDispatchBelowAutograd()):
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def register_cuda_redispatch() -> None:
+    """The ops of OPS_CALLED_WITHOUT_PYTHON_DISPATCH reach the simulation from the CUDA key too."""
+    global _redispatch_library
+    if _redispatch_library is not None:
+        return
+    _redispatch_library = torch.library.Library("aten", "IMPL")
+    for name in OPS_CALLED_WITHOUT_PYTHON_DISPATCH:
+        packet = getattr(torch.ops.aten, name)
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            _redispatch_library.impl(op, _into_the_simulation(op), "CUDA")

@@ -120,6 +120,16 @@ class MemoryTracker:
             return entry[0]
         return self._emptied.get(key)
 
+    def address(self, storage: torch.UntypedStorage) -> int | None:
+        """The simulated device address of a tracked fake CUDA storage (its caching-allocator block; 0 once
+        `resize_(0)` emptied it, as a GPU's nullptr), None for any other storage."""
+        self.drain_frees()
+        key = storage._cdata
+        entry = self._live.get(key)
+        if entry is not None:
+            return entry[1]
+        return 0 if key in self._emptied else None
+
     def resize_storage(self, storage: torch.UntypedStorage, new_nbytes: int, stream_id: int) -> None:
         """`UntypedStorage.resize_` on a tracked fake CUDA storage (FSDP frees and re-allocates this way)."""
         self.drain_frees()

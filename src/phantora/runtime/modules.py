@@ -6,13 +6,22 @@ TensorImpl type with the CPU tensor, so `param.data = new` is impossible and PyT
 a *new* Parameter in the module: weights tied between modules would come apart (a 1.3B GPT
 counted 1.4B parameters). With `swap_module_params_on_conversion` the Parameter object keeps its
 identity and takes the fake contents (`torch.utils.swap_tensors`), as it would keep its identity
-on a real GPU. `swap_tensors` refuses objects with weak references because those would then
-point at swapped contents; FakeTensorMode's dispatch cache puts weak references (cache-eviction
-finalizers) on every fake output, which are harmless to swap, so the check skips fake tensors.
+on a real GPU. `swap_tensors` refuses objects with weak references, because those would then point
+at swapped contents. Two kinds are harmless here and skipped by the check: FakeTensorMode's dispatch
+cache puts weak references (cache-eviction finalizers) on every fake output; and a weak reference to
+a module's parameter (DeepSpeed's `weakref.finalize`) must, as on a GPU where `Module._apply` sets
+`param.data`, keep pointing at the parameter, which is what a swap in `Module._apply` gives it.
+
+The same holds for `tensor.data = other` written by a program (FSDP moving a CPU model:
+`param.data = param.to("cuda")`): PyTorch's setter would copy the fake tensor's metadata into the CPU
+tensor's TensorImpl and leave a plain tensor whose storage is on the meta device. Where exactly one of
+the two is fake, the setter swaps contents instead, so the tensor keeps its identity, class
+(Parameter-ness), `requires_grad` and, where its device allows, its gradient.
 """
 
 from __future__ import annotations
 
+import sys
 import types
 import weakref
 
@@ -20,16 +29,46 @@ import torch
 import torch.utils
 from torch._subclasses.fake_tensor import FakeTensor
 
+_SET_DATA = torch._C.TensorBase.data.__set__
+_GET_DATA = torch._C.TensorBase.data.__get__
+_MODULE_APPLY = torch.nn.Module._apply.__code__
 
-def _getweakrefs_ignoring_fake(obj: object) -> list:
-    return [] if isinstance(obj, FakeTensor) else weakref.getweakrefs(obj)
+
+def _getweakrefs_for_swap(obj: object) -> list:
+    """`weakref.getweakrefs` as `swap_tensors` sees it: fake tensors, and the tensors `Module._apply` or our
+    `.data` setter swap (a parameter keeping its identity), have none that matter."""
+    if isinstance(obj, FakeTensor) or _swapping_in_place(sys._getframe(2)):
+        return []
+    return weakref.getweakrefs(obj)
+
+
+def _swapping_in_place(caller: types.FrameType | None) -> bool:
+    """Whether `swap_tensors` was called by `Module._apply` or `_set_data`: swaps that stand for `.data =`."""
+    return caller is not None and caller.f_code in (_MODULE_APPLY, _set_data.__code__)
+
+
+def _set_data(tensor: torch.Tensor, value: torch.Tensor) -> None:
+    """`tensor.data = value`; Note [Moving modules to cuda]."""
+    if isinstance(tensor, FakeTensor) == isinstance(value, FakeTensor) or not isinstance(value, torch.Tensor):
+        _SET_DATA(tensor, value)
+        return
+    grad, tensor.grad = tensor.grad, None
+    with torch.no_grad():
+        if isinstance(tensor, torch.nn.Parameter):
+            replacement = torch.nn.Parameter(value.detach(), requires_grad=tensor.requires_grad)
+        else:
+            replacement = value.detach().requires_grad_(tensor.requires_grad)
+    torch.utils.swap_tensors(tensor, replacement)
+    if grad is not None and grad.device == tensor.device:
+        tensor.grad = grad
 
 
 def install_module_conversion() -> None:
     torch.__future__.set_swap_module_params_on_conversion(True)
     view = types.SimpleNamespace(**{name: getattr(weakref, name) for name in dir(weakref) if not name.startswith("__")})
-    view.getweakrefs = _getweakrefs_ignoring_fake
+    view.getweakrefs = _getweakrefs_for_swap
     torch.utils.weakref = view  # the module global swap_tensors reads
+    torch.Tensor.data = property(_GET_DATA, _set_data, doc=torch._C.TensorBase.data.__doc__)
 
 
 def install_foreach_support() -> None:

@@ -23,6 +23,13 @@ such shadows alone. Their entry then holds a function from a global rank to that
 (`Everyone`). An all-to-all of such a shadow is known without the other ranks' data: rank r receives
 block r of every rank s's input, computed as s would (`Shadows.all_to_all`), and the result is known
 on every rank of the group in the same way.
+
+Values other ranks supply (the result of a collective on known values: Note [Values through
+collectives] in runtime/collective_values.py) are `Pending`: they can be read only once every rank has
+issued the collective, which this rank knows only after its host has waited for the result. A read of
+the GPU (`.item()`, a blocking copy to the host) waits first, then resolves them (`lookup`); an op on a
+pending shadow gets a pending result, computed when it is read; a non-blocking copy does not resolve
+them (its host tensor holds placeholders).
 """
 
 from __future__ import annotations
@@ -46,6 +53,23 @@ Everyone = Callable[[int], torch.Tensor]
 """A global rank -> the values that rank's program holds in the same place (each rank's shadow)."""
 
 
+class Pending:
+    """Values known once other ranks have reached a point of their programs; computed at most once, when
+    first resolved. Resolves to None where they turn out unknown (a rank had no values to give)."""
+
+    __slots__ = ("_compute", "_resolved", "_values")
+
+    def __init__(self, compute: Callable[[], torch.Tensor | None]) -> None:
+        self._compute = compute
+        self._resolved = False
+        self._values: torch.Tensor | None = None
+
+    def resolve(self) -> torch.Tensor | None:
+        if not self._resolved:
+            self._values, self._resolved, self._compute = self._compute(), True, None
+        return self._values
+
+
 def _view(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
@@ -58,18 +82,27 @@ def _contiguous_strides(shape: tuple) -> tuple:
     return tuple(reversed(strides))
 
 
-def _inside(view: tuple, values: torch.Tensor, target: tuple) -> torch.Tensor | None:
-    """The values of the view `target` (`_view` of a tensor), if it reads only elements of the contiguous
-    `view` whose values are known."""
+def _offset_inside(view: tuple, numel: int, target: tuple) -> int | None:
+    """Where the view `target` (`_view` of a tensor) starts inside the contiguous `view` holding `numel`
+    elements, if it reads only elements of it."""
     shape, stride, offset, dtype = view
     t_shape, t_stride, t_offset, t_dtype = target
     if dtype != t_dtype or tuple(stride) != _contiguous_strides(shape):
         return None
     first = t_offset - offset
     last = first + sum((n - 1) * s for n, s in zip(t_shape, t_stride) if n > 0)
-    if 0 in t_shape or any(s < 0 for s in t_stride) or first < 0 or last >= values.numel():
+    if 0 in t_shape or any(s < 0 for s in t_stride) or first < 0 or last >= numel:
         return None
-    return torch.as_strided(values.reshape(-1), t_shape, t_stride, first).clone()
+    return first
+
+
+def _inside(view: tuple, values: torch.Tensor, target: tuple) -> torch.Tensor | None:
+    """The values of the view `target` (`_view` of a tensor), if it reads only elements of the contiguous
+    `view` whose values are known."""
+    first = _offset_inside(view, values.numel(), target)
+    if first is None:
+        return None
+    return torch.as_strided(values.reshape(-1), target[0], target[1], first).clone()
 
 
 class Shadows:
@@ -100,6 +133,11 @@ class Shadows:
             return None
         view, values, everyone = entry
         if view != _view(t):
+            if isinstance(values, Pending):
+                if _offset_inside(view, _numel_of(view), _view(t)) is None:
+                    return None
+                values = Pending(functools.partial(_pending_inside, view, values, _view(t)))
+                return values, None
             values = _inside(view, values, _view(t))
             if values is None:
                 return None
@@ -107,10 +145,20 @@ class Shadows:
                 everyone = functools.partial(_view_of_everyone, everyone, view, _view(t))
         return values, everyone
 
-    def lookup(self, t: torch.Tensor) -> torch.Tensor | None:
-        """The real values of fake `t`, if known."""
+    def lookup(self, t: torch.Tensor, *, synced: bool = True) -> torch.Tensor | None:
+        """The real values of fake `t`, if known. `synced`: the host has waited for the GPU work that wrote
+        `t`, so values other ranks supply can be read (module Note); otherwise those read as unknown."""
         known = self._known(t)
-        return None if known is None else known[0]
+        if known is None:
+            return None
+        values = known[0]
+        if isinstance(values, Pending):
+            return values.resolve() if synced else None
+        return values
+
+    def set_pending(self, t: torch.Tensor, values: Pending) -> None:
+        """`t` will hold `values`, once they can be read (module Note)."""
+        self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, None)
 
     def everyone(self, t: torch.Tensor) -> Everyone | None:
         """Every rank's values of `t`, if known by construction."""
@@ -150,6 +198,11 @@ class Shadows:
         if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_COMPUTED_SHADOW_BYTES
                            for o in outs):
             return False
+        if any(isinstance(r, Pending) for r in real):
+            results = Pending(functools.partial(_run_pending, func, spec, real))
+            for i, o in enumerate(outs):
+                self.set_pending(o, Pending(functools.partial(_nth_pending, results, i)))
+            return True
         results = _run_real(func, spec, real)
         rank_results = None
         if all(e is not None for e in per_rank):
@@ -167,7 +220,7 @@ class Shadows:
         receives block r of each member's input."""
         known = self._known(inp)
         size = len(group)
-        if known is None or known[1] is None or inp.shape[0] % size:
+        if known is None or known[1] is None or isinstance(known[0], Pending) or inp.shape[0] % size:
             return
         block = inp.shape[0] // size
         if any(s is not None and list(s) != [block] * size for s in splits):
@@ -183,6 +236,32 @@ class Shadows:
         for t in tensors:
             if isinstance(t, FakeTensor):
                 self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+
+def _numel_of(view: tuple) -> int:
+    shape = view[0]
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _pending_inside(view: tuple, values: Pending, target: tuple) -> torch.Tensor | None:
+    resolved = values.resolve()
+    return None if resolved is None else _inside(view, resolved, target)
+
+
+def _run_pending(func, spec, real: list) -> list[torch.Tensor] | None:
+    """`func` on its inputs' values once they resolve; None if one of them is unknown."""
+    resolved = [r.resolve() if isinstance(r, Pending) else r for r in real]
+    if any(r is None for r, a in zip(resolved, real) if isinstance(a, Pending)):
+        return None
+    return _run_real(func, spec, resolved)
+
+
+def _nth_pending(results: Pending, i: int) -> torch.Tensor | None:
+    resolved = results.resolve()
+    return None if resolved is None else resolved[i]
 
 
 def _run_real(func, spec, real: list) -> list[torch.Tensor]:
