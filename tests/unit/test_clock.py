@@ -1,11 +1,15 @@
-"""Virtual clock: reads the simulated host clock, sleep advances it."""
+"""Virtual clock: reads the simulated host clock, sleep advances it.
+
+The real clocks are read through the clock module (`clock_module.REAL_...`): a name bound in this test module
+would be rebound by `install`, as any module's (the point of the last test)."""
 
 import threading
 import time
 
 import pytest
 
-from phantora.runtime.clock import REAL_PERF_COUNTER, REAL_TIME_NS, VirtualClock
+from phantora.runtime import clock as clock_module
+from phantora.runtime.clock import VirtualClock
 
 
 class FakeHost:
@@ -28,23 +32,19 @@ def test_reads_and_sleep():
     clock.sleep(0.25)
     assert host.ns == 1_750_000_000
     # time.time() is a plausible date: the real epoch at start plus simulated time
-    assert abs(clock.time() - (REAL_TIME_NS() / 1e9 + 1.75)) < 60
-
-
-_CLOCK_NAMES = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "sleep")
+    assert abs(clock.time() - (clock_module.REAL_TIME_NS() / 1e9 + 1.75)) < 60
 
 
 @pytest.fixture
 def installed_clock():
     """A virtual clock installed into the `time` module (frozen at 0 unless a test advances it), removed after."""
-    saved = {name: getattr(time, name) for name in _CLOCK_NAMES}
     host = FakeHost()
-    VirtualClock(host.now, host.advance).install()
+    clock = VirtualClock(host.now, host.advance)
+    clock.install()
     try:
         yield host
     finally:
-        for name, fn in saved.items():
-            setattr(time, name, fn)
+        clock.uninstall()
 
 
 def test_install_patches_time_module(installed_clock):
@@ -63,10 +63,10 @@ def test_file_locks_keep_the_real_clock(installed_clock, tmp_path):
     holder = filelock.FileLock(path)
     holder.acquire()
     try:
-        started = REAL_PERF_COUNTER()
+        started = clock_module.REAL_PERF_COUNTER()
         with pytest.raises(filelock.Timeout):
             filelock.FileLock(path).acquire(timeout=0.2, poll_interval=0.05)
-        assert REAL_PERF_COUNTER() - started >= 0.2
+        assert clock_module.REAL_PERF_COUNTER() - started >= 0.2
         assert installed_clock.ns == 0
     finally:
         holder.release()
@@ -98,3 +98,23 @@ def test_negative_sleep_rejected():
     except ValueError:
         return
     raise AssertionError("negative sleep accepted")
+
+
+def test_clock_bound_by_name_before_the_patch_is_simulated(monkeypatch):
+    """tqdm (imported with torch) did `from time import time`: its rates read the real clock."""
+    import sys
+    import types
+
+    module = types.ModuleType("bound_before_patch")
+    module.time, module.perf = time.time, time.perf_counter
+    monkeypatch.setitem(sys.modules, "bound_before_patch", module)
+    host = FakeHost()
+    clock = VirtualClock(host.now, host.advance)
+    clock.install()
+    try:
+        host.ns = 5_000_000_000
+        assert module.perf() == 5.0
+        assert abs(module.time() - (clock_module.REAL_TIME_NS() / 1e9 + 5.0)) < 60
+    finally:
+        clock.uninstall()
+    assert module.perf is clock_module.REAL_PERF_COUNTER

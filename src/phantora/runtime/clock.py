@@ -14,8 +14,8 @@ rank's simulated time by as much as the other process happened to hold the lock 
 started up to 2.5 s apart at random). A clock function therefore looks at its caller: called from a
 module of `REAL_CLOCK_PACKAGES`, it reads (or sleeps on) the real clock. Looking at the caller, not
 patching the modules, also covers names bound at import (`from time import monotonic`) and modules
-imported later; standard-library modules that bound a clock function at import (threading, queue)
-are imported before the patch and keep the real one anyway.
+imported later. Modules imported before the patch that bound a clock function by name get the patched one
+(tqdm's progress bars), except those of `REAL_CLOCK_PACKAGES` (threading, queue).
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ REAL_PERF_COUNTER_NS = time.perf_counter_ns
 REAL_MONOTONIC = time.monotonic
 REAL_MONOTONIC_NS = time.monotonic_ns
 REAL_SLEEP = time.sleep
+REAL_CLOCKS = {"time": REAL_TIME, "time_ns": REAL_TIME_NS, "perf_counter": REAL_PERF_COUNTER,
+               "perf_counter_ns": REAL_PERF_COUNTER_NS, "monotonic": REAL_MONOTONIC,
+               "monotonic_ns": REAL_MONOTONIC_NS, "sleep": REAL_SLEEP}
+"""The `time` module's clock functions as they were before the patch, by name."""
 REAL_CLOCK_PACKAGES = ("filelock", "torch.utils.file_baton", "multiprocessing", "subprocess",
-                       "concurrent.futures", "phantora")
+                       "concurrent.futures", "threading", "queue", "phantora")
 """Packages (and modules) whose clock reads and sleeps wait for other processes: Note [Code that waits
 for other processes]."""
 
@@ -98,6 +102,32 @@ class VirtualClock:
         time.monotonic = _unless_real(self.monotonic, REAL_MONOTONIC)
         time.monotonic_ns = _unless_real(self.monotonic_ns, REAL_MONOTONIC_NS)
         time.sleep = _unless_real(self.sleep, REAL_SLEEP)
+        self._rebound = _rebind_imported_clocks()
+
+    def uninstall(self) -> None:
+        """Undo `install` (for tests: a rank process keeps its clock until it exits)."""
+        for name, real in REAL_CLOCKS.items():
+            setattr(time, name, real)
+        for namespace, attribute, real in getattr(self, "_rebound", ()):
+            namespace[attribute] = real
+
+
+def _rebind_imported_clocks() -> list[tuple[dict, str, Callable]]:
+    """Modules imported before the patch that bound a clock function by name (`from time import time`: tqdm's
+    progress bar and rate, `timeit`) get the patched one; the patched functions give callers of
+    `REAL_CLOCK_PACKAGES` the real clock anyway. Returns what it changed: (namespace, name, real function)."""
+    patched = {id(real): (real, getattr(time, name)) for name, real in REAL_CLOCKS.items()}
+    rebound = []
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if module is time or not namespace or _wants_real_clock(name):
+            continue
+        for attribute, value in list(namespace.items()):
+            real, replacement = patched.get(id(value), (None, None))
+            if value is real:
+                namespace[attribute] = replacement
+                rebound.append((namespace, attribute, real))
+    return rebound
 
 
 def _unless_real(simulated: Callable, real: Callable) -> Callable:
