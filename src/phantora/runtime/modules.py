@@ -14,9 +14,11 @@ a module's parameter (DeepSpeed's `weakref.finalize`) must, as on a GPU where `M
 
 The same holds for `tensor.data = other` written by a program (FSDP moving a CPU model:
 `param.data = param.to("cuda")`): PyTorch's setter would copy the fake tensor's metadata into the CPU
-tensor's TensorImpl and leave a plain tensor whose storage is on the meta device. Where exactly one of
-the two is fake, the setter swaps contents instead, so the tensor keeps its identity, class
-(Parameter-ness), `requires_grad` and, where its device allows, its gradient.
+tensor's TensorImpl and leave a plain tensor whose storage is on the meta device; between two fake tensors
+it would keep the old device, which a fake tensor holds in Python (a large model built on the host is
+fake there too: Note [Hybrid dispatch]). Where either is fake, the setter swaps contents instead, so the
+tensor keeps its identity, class (Parameter-ness), `requires_grad` and, where its device allows, its
+gradient.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _swapping_in_place(caller: types.FrameType | None) -> bool:
 
 def _set_data(tensor: torch.Tensor, value: torch.Tensor) -> None:
     """`tensor.data = value`; Note [Moving modules to cuda]."""
-    if isinstance(tensor, FakeTensor) == isinstance(value, FakeTensor) or not isinstance(value, torch.Tensor):
+    if not (isinstance(tensor, FakeTensor) or isinstance(value, FakeTensor)) or not isinstance(value, torch.Tensor):
         _SET_DATA(tensor, value)
         return
     grad, tensor.grad = tensor.grad, None
