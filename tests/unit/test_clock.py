@@ -118,3 +118,14 @@ def test_clock_bound_by_name_before_the_patch_is_simulated(monkeypatch):
     finally:
         clock.uninstall()
     assert module.perf is clock_module.REAL_PERF_COUNTER
+
+
+def test_sleep_in_another_thread_is_real(installed_clock):
+    """Lightning's progress bar sleeps 10 ms at a time in its own thread: that must not move the clock of the
+    program's main thread (it had moved it by 320 s in 5 steps)."""
+    started = clock_module.REAL_PERF_COUNTER()
+    sleeper = threading.Thread(target=time.sleep, args=(0.05,))
+    sleeper.start()
+    sleeper.join()
+    assert installed_clock.ns == 0
+    assert clock_module.REAL_PERF_COUNTER() - started >= 0.05

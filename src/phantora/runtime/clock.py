@@ -1,8 +1,10 @@
 """Virtual time: the script's clocks read the simulated host clock.
 
 `time.time/perf_counter/monotonic` (and their `_ns` forms) return simulated time, so a script's
-own step timers and throughput logs are the prediction. `time.sleep` advances the simulated host
-clock instead of sleeping.
+own step timers and throughput logs are the prediction. `time.sleep` in the main thread advances the
+simulated host clock instead of sleeping; in another thread (Lightning's progress bar refreshes itself
+every 10 ms) it sleeps for real: it does not delay the program's main thread, whose clock it would have
+moved by minutes.
 
 Note: [Code that waits for other processes]
 Some code measures time to wait for other real threads or processes: lock files polled by `filelock`
@@ -88,8 +90,13 @@ class VirtualClock:
         return self.time_ns() / NS_PER_S
 
     def sleep(self, seconds: float) -> None:
+        """The program's main thread (its training loop) waits in simulated time; another thread's sleep (a
+        progress bar refreshing itself) does not delay the main thread, so it sleeps for real."""
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
+        if threading.current_thread() is not threading.main_thread():
+            REAL_SLEEP(seconds)
+            return
         self._advance_ns(seconds_to_ns(seconds))
         REAL_SLEEP(0)  # let real threads run, as a real sleep would
 

@@ -16,20 +16,22 @@ The same holds for `tensor.data = other` written by a program (FSDP moving a CPU
 `param.data = param.to("cuda")`): PyTorch's setter would copy the fake tensor's metadata into the CPU
 tensor's TensorImpl and leave a plain tensor whose storage is on the meta device; between two fake tensors
 it would keep the old device, which a fake tensor holds in Python (a large model built on the host is
-fake there too: Note [Hybrid dispatch]). Where either is fake, the setter swaps contents instead, so the
-tensor keeps its identity, class (Parameter-ness), `requires_grad` and, where its device allows, its
-gradient.
+fake there too: Note [Hybrid dispatch]), so the setter then copies the device too. Where exactly one is
+fake, the setter swaps contents instead and puts the object's own attributes back (FSDP1's FlatParameter
+keeps its state in them), so the tensor keeps its identity, attributes, Parameter-ness, `requires_grad`
+and, where its device allows, its gradient.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 import weakref
 
 import torch
 import torch.utils
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 _SET_DATA = torch._C.TensorBase.data.__set__
 _GET_DATA = torch._C.TensorBase.data.__get__
@@ -51,9 +53,12 @@ def _swapping_in_place(caller: types.FrameType | None) -> bool:
 
 def _set_data(tensor: torch.Tensor, value: torch.Tensor) -> None:
     """`tensor.data = value`; Note [Moving modules to cuda]."""
-    if not (isinstance(tensor, FakeTensor) or isinstance(value, FakeTensor)) or not isinstance(value, torch.Tensor):
+    if not isinstance(value, torch.Tensor) or isinstance(tensor, FakeTensor) == isinstance(value, FakeTensor):
         _SET_DATA(tensor, value)
+        if isinstance(value, FakeTensor):  # the device a fake tensor reports is its own attribute
+            tensor.fake_device = value.fake_device
         return
+    own = {k: v for k, v in vars(tensor).items() if not _describes_data(k)}
     grad, tensor.grad = tensor.grad, None
     with torch.no_grad():
         if isinstance(tensor, torch.nn.Parameter):
@@ -61,8 +66,21 @@ def _set_data(tensor: torch.Tensor, value: torch.Tensor) -> None:
         else:
             replacement = value.detach().requires_grad_(tensor.requires_grad)
     torch.utils.swap_tensors(tensor, replacement)
+    vars(tensor).update(own)  # the object's own attributes stay (FSDP's FlatParameter keeps its state there)
     if grad is not None and grad.device == tensor.device:
         tensor.grad = grad
+
+
+@functools.cache
+def _fake_tensor_state() -> frozenset[str]:
+    """The attributes in which a fake tensor describes itself (its device, its mode, memos)."""
+    with FakeTensorMode():
+        return frozenset(vars(torch.empty(1)))
+
+
+def _describes_data(attribute: str) -> bool:
+    """Whether an attribute belongs to the data (it moves with `.data =`) rather than to the tensor object."""
+    return attribute in _fake_tensor_state() or attribute.startswith("_phantora_")
 
 
 def install_module_conversion() -> None:
