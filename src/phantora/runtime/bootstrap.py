@@ -23,6 +23,7 @@ def install(config: RankConfig):
     from phantora.runtime.clock import VirtualClock
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
+    from phantora.runtime.extensions import install_extension_stand_ins
     from phantora.runtime.handlers import HANDLERS, install_tolist
     from phantora.runtime.kernels import register_cuda_redispatch, register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
@@ -53,6 +54,7 @@ def install(config: RankConfig):
     install_compile_fallback(session)
     install_storage_resize_hook(recorder)
     install_addresses(recorder)
+    install_extension_stand_ins()
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
