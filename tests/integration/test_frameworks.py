@@ -1,0 +1,82 @@
+"""The framework examples (examples/*.py) run unmodified under Phantora, end to end, on tiny models, and print
+their own step times in simulated time (issue: real frameworks, unmodified). Each needs its framework
+installed (`pip install -e '.[frameworks]'`) and is skipped with the reason otherwise."""
+
+import json
+
+import pytest
+
+from conftest import REPO
+
+EXAMPLES = REPO / "examples"
+
+
+def result(run) -> dict:
+    """The example's final JSON line (rank 0's under torchrun)."""
+    for line in run.stdout.splitlines():
+        if '{"script"' in line:
+            return json.loads(line[line.index('{"script"'):])
+    raise AssertionError(f"no result line:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+
+
+def check(run, script: str, *, min_step_ms: float = 0.1) -> dict:
+    assert run.code == 0, run.stderr[-4000:]
+    found = result(run)
+    assert found["script"] == script
+    assert found["step_s_median"] * 1e3 > min_step_ms and found["max_mem_alloc_gib"] > 0
+    assert run.summary["complete"]
+    return found
+
+
+@pytest.mark.parametrize("extra", [[], ["--moe", "mixtral"], ["--moe", "qwen2_moe"]], ids=["llama", "mixtral", "qwen2_moe"])
+def test_hf_loop(phantora, extra):
+    pytest.importorskip("transformers")
+    check(phantora(str(EXAMPLES / "hf_llama_loop.py"), *extra), "hf_llama_loop")
+
+
+def test_hf_trainer_accumulation_and_checkpointing(phantora):
+    pytest.importorskip("transformers")
+    check(phantora(str(EXAMPLES / "hf_trainer.py"), "--grad-accum", "2", "--checkpointing"), "hf_trainer")
+
+
+def test_hf_trainer_ddp(torchrun):
+    pytest.importorskip("transformers")
+    run = torchrun(2, str(EXAMPLES / "hf_trainer.py"))
+    check(run, "hf_trainer")
+    assert run.summary["nccl_calls"] > 0
+
+
+def test_accelerate_single_gpu(phantora):
+    pytest.importorskip("accelerate")
+    check(phantora(str(EXAMPLES / "accelerate_train.py")), "accelerate_train")
+
+
+@pytest.mark.parametrize("version", ["1", "2"])
+def test_accelerate_fsdp(torchrun, version):
+    """FSDP through Accelerate's environment, as `accelerate launch` with an FSDP config sets it."""
+    pytest.importorskip("accelerate")
+    env = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": version, "ACCELERATE_MIXED_PRECISION": "bf16",
+           "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP", "FSDP_TRANSFORMER_CLS_TO_WRAP": "LlamaDecoderLayer"}
+    run = torchrun(2, str(EXAMPLES / "accelerate_train.py"), env=env)
+    check(run, "accelerate_train")
+    assert run.summary["nccl_calls"] > 0
+
+
+@pytest.mark.parametrize("strategy,ranks", [("auto", 1), ("ddp", 2), ("fsdp", 2)])
+def test_lightning(torchrun, strategy, ranks):
+    pytest.importorskip("lightning")
+    run = torchrun(ranks, str(EXAMPLES / "lightning_train.py"), "--strategy", strategy)
+    check(run, "lightning_train")
+    # the progress bar's own thread sleeps in real time: the run is steps, not minutes
+    assert run.summary["simulated_time_s"] < 5
+
+
+@pytest.mark.parametrize("zero,extra", [(1, []), (2, []), (3, []), (2, ["--torch-adam", "--grad-accum", "2"])],
+                         ids=["zero1-fused", "zero2-fused", "zero3-fused", "zero2-torch-adam-accum"])
+def test_deepspeed(torchrun, zero, extra):
+    pytest.importorskip("deepspeed")
+    run = torchrun(2, str(EXAMPLES / "deepspeed_train.py"), "--zero", str(zero), *extra)
+    check(run, "deepspeed_train")
+    if "--torch-adam" not in extra:  # FusedAdam runs as PyTorch's fused Adam kernel (Note [CUDA extensions])
+        ops = (run.out_dir / "rank0" / "ops.jsonl").read_text()
+        assert "aten._fused_adamw_" in ops or "aten._fused_adam_" in ops
