@@ -85,6 +85,11 @@ seen["tolist_us"] = 1e6 * (time.perf_counter() - t0)
 t0 = time.perf_counter()
 seen["item_of_one"] = counts[0].item()
 seen["item_us"] = 1e6 * (time.perf_counter() - t0)
+# torch.tensor of GPU scalars reads each to the host, as item() does (Megatron's gradient norm without Apex)
+t0 = time.perf_counter()
+norms = torch.tensor([a.norm(), a[0].sum(), torch.arange(4, device="cuda").sum()])
+seen["scalars_to_tensor_us"] = 1e6 * (time.perf_counter() - t0)
+seen["scalars_to_tensor"] = [norms.device.type, *norms.tolist()]
 
 # memory API
 torch.cuda.reset_peak_memory_stats()
