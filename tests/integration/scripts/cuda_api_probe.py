@@ -91,6 +91,13 @@ norms = torch.tensor([a.norm(), a[0].sum(), torch.arange(4, device="cuda").sum()
 seen["scalars_to_tensor_us"] = 1e6 * (time.perf_counter() - t0)
 seen["scalars_to_tensor"] = [norms.device.type, *norms.tolist()]
 
+# a GEMM of two dtypes fails as on a GPU (its meta kernel alone would accept it: Note [Checks of the CUDA kernels])
+try:
+    torch.nn.functional.linear(torch.randn(4, 8, device="cuda"), torch.randn(8, 8, device="cuda", dtype=torch.bfloat16))
+    seen["mixed_dtype_gemm"] = None
+except RuntimeError as error:
+    seen["mixed_dtype_gemm"] = str(error)
+
 # memory API
 torch.cuda.reset_peak_memory_stats()
 before = torch.cuda.memory_allocated()
