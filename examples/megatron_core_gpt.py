@@ -44,7 +44,14 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 from megatron.core.tokenizers import MegatronTokenizer
+from megatron.core.transformer.module import Float16Module
 from megatron.core.transformer.transformer_config import TransformerConfig
+from megatron.core.transformer.moe import moe_utils
+
+if not hasattr(moe_utils, "te_general_gemm"):
+    # megatron-core 0.14-0.16.1 without Transformer Engine: the MoE router's gating GEMM tests
+    # `te_general_gemm is not None`, a name defined only when Transformer Engine imports (NameError on any GPU)
+    moe_utils.te_general_gemm = None
 
 
 def parse_args() -> argparse.Namespace:
@@ -131,6 +138,8 @@ def build_model(config: TransformerConfig, args: argparse.Namespace) -> list[Dis
     """The model chunks of this pipeline rank, on the GPU, each in Megatron's DistributedDataParallel."""
     stages = [None] if args.vpp is None else list(range(args.vpp))
     chunks = [model_provider(config, args, vp_stage).cuda() for vp_stage in stages]
+    if config.bf16:  # bf16 parameters throughout (the position embedding too); the loss in fp32
+        chunks = [Float16Module(config, chunk) for chunk in chunks]
     ddp_config = DistributedDataParallelConfig(
         grad_reduce_in_fp32=True,
         overlap_grad_reduce=args.overlap_grad_reduce,
