@@ -18,12 +18,15 @@ More layouts (world size = tp * pp * dp; experts are spread over ep ranks of the
     phantora torchrun --gpu h200 --nproc-per-node 2 examples/megatron_core_gpt.py --tp 2 --optimizer torch
 
 Megatron-core without Apex and Transformer Engine: the local (pure PyTorch) layer spec and torch's Adam inside
-Megatron's optimizer. The last rank prints one line per iteration, as Megatron's own training loop does.
+Megatron's optimizer; for sequence parallelism, a LayerNorm that Megatron reduces over the tensor-parallel
+ranks (its local spec has one only with Apex). The last rank prints one line per iteration, as Megatron's own
+training loop does.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from functools import partial
@@ -45,6 +48,7 @@ from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 from megatron.core.tokenizers import MegatronTokenizer
 from megatron.core.transformer.module import Float16Module
+from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
 from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.moe import moe_utils
 
@@ -120,11 +124,34 @@ def transformer_config(args: argparse.Namespace) -> TransformerConfig:
     )
 
 
+class SequenceParallelLayerNorm(torch.nn.LayerNorm):
+    """torch's LayerNorm for sequence parallelism. Each tensor-parallel rank normalizes its own slice of the
+    sequence, so the weight's gradient is a partial sum: marked `sequence_parallel`, Megatron all-reduces it
+    over the tensor-parallel group (finalize_model_grads). Megatron-core's local spec has such a norm only with
+    Apex (FusedLayerNorm); its torch fallback refuses sequence parallelism."""
+
+    def __init__(self, config: TransformerConfig, hidden_size: int, eps: float = 1e-5, **unused) -> None:
+        super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
+        for param in (self.weight, self.bias):
+            param.sequence_parallel = config.sequence_parallel
+
+
+def layer_spec(config: TransformerConfig, args: argparse.Namespace, vp_stage: int | None):
+    """Megatron-core's local (pure PyTorch) layer spec; with sequence parallelism, its norms replaced."""
+    spec = get_gpt_layer_local_spec(num_experts=args.num_experts)
+    if not args.sequence_parallel:
+        return spec
+    spec.submodules = dataclasses.replace(spec.submodules, input_layernorm=SequenceParallelLayerNorm,
+                                          pre_mlp_layernorm=SequenceParallelLayerNorm)
+    layers = get_num_layers_to_build(config, vp_stage=vp_stage)
+    return TransformerBlockSubmodules(layer_specs=[spec] * layers, layer_norm=SequenceParallelLayerNorm)
+
+
 def model_provider(config: TransformerConfig, args: argparse.Namespace, vp_stage: int | None) -> GPTModel:
     """One model chunk: the embedding on the first stage, the output layer on the last."""
     return GPTModel(
         config=config,
-        transformer_layer_spec=get_gpt_layer_local_spec(num_experts=args.num_experts),
+        transformer_layer_spec=layer_spec(config, args, vp_stage),
         vocab_size=args.vocab_size,
         max_sequence_length=args.seq_length,
         pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp_stage),

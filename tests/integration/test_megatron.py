@@ -39,10 +39,12 @@ def run_example(torchrun, nproc: int, *flags: str):
     return run
 
 
-def test_tensor_parallel_with_megatron_adam(torchrun):
-    """TP=2: Megatron's optimizer, its gradient norm without Apex (torch.tensor of GPU scalars)."""
-    run = run_example(torchrun, 2, "--tp", "2", "--num-layers", "2", "--global-batch-size", "4")
-    assert nccl_calls_by_name(run.out_dir)["all_reduce"] > 0
+def test_tensor_and_sequence_parallel_with_megatron_adam(torchrun):
+    """TP=2 with sequence parallelism: activations all-gathered and reduce-scattered between the TP ranks;
+    Megatron's optimizer, its gradient norm without Apex (torch.tensor of GPU scalars)."""
+    run = run_example(torchrun, 2, "--tp", "2", "--sequence-parallel", "--num-layers", "2", "--global-batch-size", "4")
+    calls = nccl_calls_by_name(run.out_dir)
+    assert calls["all_gather"] > 0 and calls["reduce_scatter"] > 0
     assert run.summary["placeholder_reads"][".item()"] > 0  # the gradient norm's reads
 
 
