@@ -98,6 +98,21 @@ try:
 except RuntimeError as error:
     seen["mixed_dtype_gemm"] = str(error)
 
+# pinned host memory reads as pinned, also a large host tensor kept fake; a copy from it leaves the host
+# free, one from pageable memory waits for the stream (Note [Pinned host memory])
+pageable = torch.randn(256, 256)
+pinned = pageable.pin_memory()
+token_ids = torch.zeros(2048, 1024, dtype=torch.int64).pin_memory()
+seen["pinned"] = [pinned.is_pinned(), pinned[1:].is_pinned(), pageable.is_pinned(), token_ids.is_pinned()]
+for name, source in (("pinned_copy_us", pinned), ("pageable_copy_us", pageable)):
+    torch.cuda.synchronize()
+    for _ in range(10):
+        a @ a
+    t0 = time.perf_counter()
+    source.cuda(non_blocking=True)
+    seen[name] = 1e6 * (time.perf_counter() - t0)
+torch.cuda.synchronize()
+
 # memory API
 torch.cuda.reset_peak_memory_stats()
 before = torch.cuda.memory_allocated()
