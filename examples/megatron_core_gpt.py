@@ -13,8 +13,8 @@ More layouts (world size = tp * pp * dp; experts are spread over ep ranks of the
     phantora torchrun --gpu h200 --nproc-per-node 2 examples/megatron_core_gpt.py --tp 2 --sequence-parallel
     phantora torchrun --gpu h200 --nproc-per-node 4 examples/megatron_core_gpt.py --pp 2 \\
         --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
-    phantora torchrun --gpu h200 --nproc-per-node 4 examples/megatron_core_gpt.py --num-experts 4 --ep 2 --tp 2 \\
-        --sequence-parallel
+    phantora torchrun --gpu h200 --nproc-per-node 2 examples/megatron_core_gpt.py --num-experts 4 --ep 2 \\
+        --moe-capacity-factor 1.0
     phantora torchrun --gpu h200 --nproc-per-node 2 examples/megatron_core_gpt.py --tp 2 --optimizer torch
 
 Megatron-core without Apex and Transformer Engine: the local (pure PyTorch) layer spec and torch's Adam inside
@@ -65,6 +65,7 @@ def parse_args() -> argparse.Namespace:
     layout.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     layout.add_argument("--vpp", type=int, default=None, help="virtual stages (model chunks) per pipeline rank")
     layout.add_argument("--ep", type=int, default=1, help="expert-parallel size")
+    layout.add_argument("--etp", type=int, default=None, help="expert tensor-parallel size (default: --tp)")
     layout.add_argument("--sequence-parallel", action="store_true")
     layout.add_argument("--use-distributed-optimizer", action="store_true", help="shard optimizer state over DP")
     layout.add_argument("--overlap-grad-reduce", action="store_true")
@@ -78,6 +79,8 @@ def parse_args() -> argparse.Namespace:
     model.add_argument("--vocab-size", type=int, default=8192)
     model.add_argument("--num-experts", type=int, default=None, help="mixture of experts in every layer")
     model.add_argument("--moe-router-topk", type=int, default=2)
+    model.add_argument("--moe-capacity-factor", type=float, default=None,
+                       help="drop tokens beyond this capacity per expert and pad each expert's input to it")
     model.add_argument("--fp32", action="store_true", help="train in fp32 instead of bf16")
     train = p.add_argument_group("training")
     train.add_argument("--micro-batch-size", type=int, default=2)
@@ -97,6 +100,7 @@ def initialize_distributed(args: argparse.Namespace) -> None:
         pipeline_model_parallel_size=args.pp,
         virtual_pipeline_model_parallel_size=args.vpp,
         expert_model_parallel_size=args.ep,
+        expert_tensor_parallel_size=args.etp,
     )
     model_parallel_cuda_manual_seed(1234)
 
@@ -107,6 +111,8 @@ def transformer_config(args: argparse.Namespace) -> TransformerConfig:
     if args.num_experts:
         moe = dict(num_moe_experts=args.num_experts, moe_router_topk=args.moe_router_topk,
                    moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=1e-2, moe_grouped_gemm=False)
+        if args.moe_capacity_factor is not None:
+            moe.update(moe_expert_capacity_factor=args.moe_capacity_factor, moe_pad_expert_input_to_capacity=True)
     return TransformerConfig(
         num_layers=args.num_layers,
         hidden_size=args.hidden_size,
@@ -116,6 +122,7 @@ def transformer_config(args: argparse.Namespace) -> TransformerConfig:
         pipeline_model_parallel_size=args.pp,
         virtual_pipeline_model_parallel_size=args.vpp,
         expert_model_parallel_size=args.ep,
+        expert_tensor_parallel_size=args.etp,
         sequence_parallel=args.sequence_parallel,
         bf16=not args.fp32,
         params_dtype=dtype,
