@@ -27,7 +27,12 @@ def test_cuda_api_surface(phantora):
     assert seen["item"] == 0.0 and seen["finite_all"] is True and seen["any"] is False
     assert seen["nonzero_shape"] == [16, 2] and seen["cpu_copy"] == [[0.0, 0.0], [0.0, 0.0]]
     assert seen["tolist"] == [0] * 16 and seen["tolist_us"] < 2 * seen["item_us"]  # one read, not 16
+    # placeholders for the unknown norms, the real sum of a known arange; three reads, as three item()s
+    assert seen["scalars_to_tensor"] == ["cpu", 0.0, 0.0, 6.0] and seen["scalars_to_tensor_us"] > 3 * seen["item_us"]
     assert seen["round_robin_counts"] == [8] * 8 and seen["arange_sum"] == 45  # real: built from arguments alone
+    assert "expected mat1 and mat2 to have the same dtype" in seen["mixed_dtype_gemm"]
+    assert seen["pinned"] == [True, True, False, True]
+    assert seen["pinned_copy_us"] < 100 < 1000 < seen["pageable_copy_us"]  # 10 GEMMs queued: >1.3 ms
     # memory API backed by the allocator model
     assert seen["alloc_delta"] == 1 << 30 and seen["after_free"] == 0 and seen["peak_delta"] == 1 << 30
     assert seen["reserved_ge_alloc"] and seen["mem_info_ok"] and seen["stats_keys"]

@@ -49,3 +49,20 @@ def test_memory_downsampling_keeps_peaks():
     assert len(down["time_s"]) == 10
     assert max(down["allocated_bytes"]) == 1000  # the spike at t=500 survives; device 1 is ignored
     assert down["reserved_bytes"][-1] == 2 * 999
+
+
+def test_gemm_operands_of_two_dtypes_fail_as_on_a_gpu():
+    """Note [Checks of the CUDA kernels]: the meta kernels of mm and addmm accept a float32 and a bfloat16
+    operand; CUDA's raise."""
+    from phantora.runtime.cuda_checks import check_like_cuda
+
+    f32 = torch.empty(4, 4, device="meta")
+    bf16 = torch.empty(4, 4, device="meta", dtype=torch.bfloat16)
+    for func, args in ((aten.mm.default, (f32, bf16)), (aten.addmm.default, (f32, f32, bf16))):
+        try:
+            check_like_cuda(func, args)
+        except RuntimeError as error:
+            assert "expected mat1 and mat2 to have the same dtype" in str(error)
+        else:
+            raise AssertionError(f"{func} accepted two dtypes")
+    check_like_cuda(aten.mm.default, (bf16, bf16))

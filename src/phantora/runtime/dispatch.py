@@ -52,6 +52,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from phantora.models.compute import GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
+from phantora.runtime.cuda_checks import check_like_cuda
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import Session
 from phantora.runtime.shadows import shadows
@@ -274,6 +275,7 @@ class RecordingFakeMode(FakeTensorMode):
             return super().dispatch(func, types, args, kwargs)
         if self.hybrid is not None and not getattr(self.routed, "value", False):
             return self.hybrid.__torch_dispatch__(func, types, args, kwargs)  # Note [Ops from tensor subclasses]
+        check_like_cuda(func, args)  # Note [Checks of the CUDA kernels]
         self._depth.value = 1
         try:
             out = super().dispatch(func, types, args, kwargs)

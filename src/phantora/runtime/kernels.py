@@ -17,9 +17,13 @@ Note: [Ops that skip the Python dispatch]
 `no_dispatch()` (torch.utils._mode_utils: `_DisableTorchDispatch`) turns Python dispatch off, so an op
 on a fake CUDA tensor inside it goes past the dispatch modes and the fake tensor's own dispatch to the
 CUDA kernel, which a CPU build does not have. Libraries do this for ops they want kept away from tensor
-subclasses (FSDP1's mixed precision calls `record_stream` so). A GPU runs such an op as any other, so a
-fallback kernel for the CUDA key turns the Python keys back on and dispatches the op again, below
-autograd (which has already run for it), into the simulation.
+subclasses (FSDP1's mixed precision calls `record_stream` so). PyTorch's own C++ does it too:
+`torch.tensor(data)` builds its tensor with the Python dispatch off and reads each element of `data` with
+`item()`, so for a list of 0-dim GPU tensors (`torch.tensor([p.grad.norm() for p in params])`, Megatron's
+gradient norm without Apex) `_local_scalar_dense` reaches the CUDA key, where a GPU build copies each scalar to
+the host and waits. A GPU runs such an op as any other, so a fallback kernel for the CUDA key turns the Python
+keys back on and dispatches the op again, below autograd (which has already run for it), into the
+simulation, where a read is a placeholder or a known value with its copy and wait (handlers.py).
 """
 
 from __future__ import annotations
@@ -58,9 +62,9 @@ def register_cuda_kernels_for_composite_ops() -> list[str]:
     return names
 
 
-OPS_CALLED_WITHOUT_PYTHON_DISPATCH = ("record_stream",)
-"""aten ops that libraries call on CUDA tensors under `no_dispatch()` (Note [Ops that skip the Python
-dispatch]): FSDP1's `_no_dispatch_record_stream`."""
+OPS_CALLED_WITHOUT_PYTHON_DISPATCH = ("record_stream", "_local_scalar_dense")
+"""aten ops that reach CUDA tensors with the Python dispatch off (Note [Ops that skip the Python dispatch]):
+FSDP1's `_no_dispatch_record_stream`; the element reads of `torch.tensor(list of GPU scalars)`."""
 
 _redispatch_library: torch.library.Library | None = None
 

@@ -85,6 +85,33 @@ seen["tolist_us"] = 1e6 * (time.perf_counter() - t0)
 t0 = time.perf_counter()
 seen["item_of_one"] = counts[0].item()
 seen["item_us"] = 1e6 * (time.perf_counter() - t0)
+# torch.tensor of GPU scalars reads each to the host, as item() does (Megatron's gradient norm without Apex)
+t0 = time.perf_counter()
+norms = torch.tensor([a.norm(), a[0].sum(), torch.arange(4, device="cuda").sum()])
+seen["scalars_to_tensor_us"] = 1e6 * (time.perf_counter() - t0)
+seen["scalars_to_tensor"] = [norms.device.type, *norms.tolist()]
+
+# a GEMM of two dtypes fails as on a GPU (its meta kernel alone would accept it: Note [Checks of the CUDA kernels])
+try:
+    torch.nn.functional.linear(torch.randn(4, 8, device="cuda"), torch.randn(8, 8, device="cuda", dtype=torch.bfloat16))
+    seen["mixed_dtype_gemm"] = None
+except RuntimeError as error:
+    seen["mixed_dtype_gemm"] = str(error)
+
+# pinned host memory reads as pinned, also a large host tensor kept fake; a copy from it leaves the host
+# free, one from pageable memory waits for the stream (Note [Pinned host memory])
+pageable = torch.randn(256, 256)
+pinned = pageable.pin_memory()
+token_ids = torch.zeros(2048, 1024, dtype=torch.int64).pin_memory()
+seen["pinned"] = [pinned.is_pinned(), pinned[1:].is_pinned(), pageable.is_pinned(), token_ids.is_pinned()]
+for name, source in (("pinned_copy_us", pinned), ("pageable_copy_us", pageable)):
+    torch.cuda.synchronize()
+    for _ in range(10):
+        a @ a
+    t0 = time.perf_counter()
+    source.cuda(non_blocking=True)
+    seen[name] = 1e6 * (time.perf_counter() - t0)
+torch.cuda.synchronize()
 
 # memory API
 torch.cuda.reset_peak_memory_stats()

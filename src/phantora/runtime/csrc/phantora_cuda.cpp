@@ -24,6 +24,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 namespace {
 using c10::Device;
@@ -123,6 +126,57 @@ struct FakeCudaGuard final : c10::impl::DeviceGuardImplInterface {
   }
 };
 
+// Note [Pinned host memory]
+// pin_memory() copies a host tensor into memory from the hooks' pinned allocator, and is_pinned() asks the
+// hooks whether a pointer lies in such memory. Phantora charges a host-to-device copy as asynchronous only
+// from pinned memory, as CUDA does (runtime/handlers.py), so a pinned tensor must read as pinned: a data
+// loader's `batch.pin_memory()` then `.cuda(non_blocking=True)` lets the host run ahead, where pageable memory
+// makes it wait for the stream. The allocator hands out ordinary host memory and remembers each block's
+// address range until the block is freed.
+std::mutex g_pinned_mutex;
+std::map<uintptr_t, size_t> g_pinned_blocks;  // start address -> size in bytes
+
+struct PinnedBlock {
+  c10::DataPtr host;
+  uintptr_t start;
+};
+
+void free_pinned(void* context) {
+  auto* block = static_cast<PinnedBlock*>(context);
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned_blocks.erase(block->start);
+  }
+  delete block;  // frees the host memory
+}
+
+struct PinnedHostAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t bytes) override {
+    c10::DataPtr host = c10::GetCPUAllocator()->allocate(bytes);
+    void* data = host.get();
+    auto start = reinterpret_cast<uintptr_t>(data);
+    if (bytes > 0 && data != nullptr) {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned_blocks[start] = bytes;
+    }
+    return {data, new PinnedBlock{std::move(host), start}, &free_pinned, Device(DeviceType::CPU)};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+bool in_pinned_block(const void* pointer) {
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  auto after = g_pinned_blocks.upper_bound(address);
+  if (after == g_pinned_blocks.begin()) return false;
+  auto block = std::prev(after);
+  return address < block->first + block->second;
+}
+
+PinnedHostAllocator g_pinned_allocator;
+
 struct FakeCudaHooks final : at::CUDAHooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
@@ -141,9 +195,9 @@ struct FakeCudaHooks final : at::CUDAHooksInterface {
     return old;
   }
   DeviceIndex maybeExchangeDevice(DeviceIndex d) const override { return exchangeDevice(d); }
-  // pin_memory() on a CPU tensor copies it with this allocator: host memory stays real.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
-  bool isPinnedPtr(const void*) const override { return false; }
+  // Note [Pinned host memory]: pin_memory() on a CPU tensor copies it with this allocator; host memory stays real.
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  bool isPinnedPtr(const void* data) const override { return in_pinned_block(data); }
   const at::Generator& getDefaultGenerator(DeviceIndex) const override {
     static at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
     return generator;
