@@ -305,7 +305,8 @@ def train(args: argparse.Namespace) -> None:
             print(f" iteration {iteration:4d}/{args.train_iters} | elapsed time per iteration (ms): "
                   f"{elapsed * 1e3:.1f} | throughput per GPU (TFLOP/s/GPU): {tflops:.1f} | tokens/s: {tokens:.0f}"
                   f" | lm loss: {loss:.4f} | grad norm: {norm} | peak memory (GiB): "
-                  f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
+                  f"{torch.cuda.max_memory_allocated() / 2**30:.2f} | peak reserved (GiB): "
+                  f"{torch.cuda.max_memory_reserved() / 2**30:.2f}", flush=True)
 
 
 def main() -> None:
