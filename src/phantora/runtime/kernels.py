@@ -21,9 +21,10 @@ subclasses (FSDP1's mixed precision calls `record_stream` so). PyTorch's own C++
 `torch.tensor(data)` builds its tensor with the Python dispatch off and reads each element of `data` with
 `item()`, so for a list of 0-dim GPU tensors (`torch.tensor([p.grad.norm() for p in params])`, Megatron's
 gradient norm without Apex) `_local_scalar_dense` reaches the CUDA key, where a GPU build copies each scalar to
-the host and waits. A GPU runs such an op as any other, so a fallback kernel for the CUDA key turns the Python
-keys back on and dispatches the op again, below autograd (which has already run for it), into the
-simulation, where a read is a placeholder or a known value with its copy and wait (handlers.py).
+the host and waits. A GPU runs such an op as any other, so each such op gets a CUDA kernel that turns the
+Python keys back on and dispatches the op again, below autograd (which has already run for it), into the
+simulation, where a read is a placeholder or a known value with its copy and wait (handlers.py). (A fallback
+for the CUDA key, which would cover every op, fails an internal assert of torch 2.13's Python dispatcher.)
 """
 
 from __future__ import annotations
