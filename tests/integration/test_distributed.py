@@ -127,3 +127,4 @@ def test_framework_idioms(torchrun):
         a, b, a10, storage = s["addresses"]
         assert a != b and a > 0 and b > 0 and a10 == a + 40 and storage == a
         assert s["no_dispatch_record_stream"]
+        assert s["moved_back"] == ["cpu", "FakeTensor", False]

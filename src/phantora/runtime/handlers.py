@@ -4,7 +4,8 @@ Note: [Placeholder values]
 A simulated GPU holds no data, so a value read back to the host is a placeholder: integers read
 0, floating point 0.0, booleans False — except the result of `all()`, which reads True, so that
 `torch.isfinite(x).all()` says "finite" and `GradScaler` keeps stepping. Tensors copied to the
-host are zeros. Every read still costs what it costs on a GPU: a small device-to-host copy and a
+host are zeros; one of `LARGE_HOST_FACTORY_NUMEL` elements or more stays a fake host tensor, as a large host
+factory does (a module moved back with `.cpu()` costs no host memory). Every read still costs what it costs on a GPU: a small device-to-host copy and a
 host wait for the stream. The summary counts placeholder reads by kind. Small host data that went
 to the GPU and comes back unchanged reads its real values (Note [Shadow values]).
 """
@@ -18,7 +19,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.models.ops import OpCall, TensorMeta
-from phantora.runtime.dispatch import HybridMode, RecordingFakeMode, tensor_meta
+from phantora.runtime.dispatch import LARGE_HOST_FACTORY_NUMEL, HybridMode, RecordingFakeMode, tensor_meta
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
@@ -107,6 +108,9 @@ def to_copy(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
         if real is not None:
             return real.to(dtype=dtype, copy=True)
         mode.session.note_placeholder("device-to-host copy")
+        if src.numel() >= LARGE_HOST_FACTORY_NUMEL:  # stays fake, as a large host factory does (Lightning's
+            with mode.recorder.suppress():           # model.cpu() at the end of fit: 20 GB of zeros)
+                return mode.run_fake(func, args, kwargs)
         return torch.zeros(src.shape, dtype=dtype)
     if not isinstance(src, FakeTensor) and target_type == "cuda":
         return _host_to_device(mode, src, kwargs)

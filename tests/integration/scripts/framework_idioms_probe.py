@@ -71,5 +71,9 @@ with no_dispatch():
     a.record_stream(torch.cuda.Stream())
 seen["no_dispatch_record_stream"] = True
 
+# Lightning moves the model back to the host when fit ends: large copies stay fake (no host memory)
+big = torch.nn.Linear(4096, 4096, device="cuda").cpu()
+seen["moved_back"] = [str(big.weight.device), type(big.weight).__name__, big.weight.is_pinned()]
+
 print("PROBE " + json.dumps(seen))
 dist.destroy_process_group()
