@@ -39,7 +39,7 @@ def test_config_from_args(tmp_path):
     config, notes = config_from_args(args)
     rank = config.rank_config
     assert rank.gpu == "h200" and rank.strict and rank.out_dir == "o" and notes == []
-    assert config.world_size == 1 and config.torchrun is None and config.output.prefix_template is None
+    assert config.world_size == 1 and config.workers is None and config.output.prefix_template is None
     assert config.power_cap
     uncapped, _ = config_from_args(build_parser().parse_args(["run", "--gpu", "h200", "--no-power-cap", str(script)]))
     assert not uncapped.power_cap

@@ -1,13 +1,14 @@
 """Run a simulated job: the coordinator server in this process, one rank process per simulated GPU.
 
-    result = launch(config)        # LaunchConfig from cli/main.py (phantora run / phantora torchrun)
+    result = launch(config)        # LaunchConfig from cli/main.py (phantora run/torchrun/deepspeed/accelerate)
 
 The steps (`_Launcher.run`): start the coordinator server; spawn every rank process with its
-environment (torchrun's variables for `phantora torchrun`, and PHANTORA_RUN_CONFIG naming the
-server); supervise (`_supervise`): pass their output through, reap exits, watch the server, print
-progress; on the first failure or a signal stop every rank (`_stop_ranks`: the signal, a grace
-period, SIGKILL); then write the reports from the coordinator's state and the ranks' result files,
-whatever state the run ended in (partial results are results).
+environment (`rank_environment`: the worker variables of the launcher being reproduced, torchrun's
+or DeepSpeed's, a framework launcher's additions, and PHANTORA_RUN_CONFIG naming the server);
+supervise (`_supervise`): pass their output through, reap exits, watch the server, print progress;
+on the first failure or a signal stop every rank (`_stop_ranks`: the signal, a grace period,
+SIGKILL); then write the reports from the coordinator's state and the ranks' result files, whatever
+state the run ended in (partial results are results).
 
 Note: [Which failure is the root cause]
 A crashing rank shows up twice: its process exits non-zero, and the server sees its connection
@@ -36,9 +37,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import ClassVar, TextIO
 
 from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
 from phantora.cli.output import OutputConfig, OutputPump
@@ -73,15 +75,46 @@ class ProgramSpec:
     script: str | None = None
     module: str | None = None
     args: list[str] = field(default_factory=list)
+    rank_argument: str | None = None
+    """An argument a launcher puts between the script and its arguments for each rank, `{local_rank}`
+    filled in (DeepSpeed's `--local_rank={local_rank}`); None: the argv is the same for every rank."""
 
-    def argv(self) -> list[str]:
+    def argv(self, local_rank: int = 0) -> list[str]:
         head = ["-m", self.module] if self.module else [self.script]
-        return [*head, *self.args]
+        per_rank = [self.rank_argument.format(local_rank=local_rank)] if self.rank_argument else []
+        return [*head, *per_rank, *self.args]
 
     @property
     def name(self) -> str:
         """What torchrun's failure report calls it: the script's file name or the module."""
         return self.module or Path(self.script or "program").name
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlace:
+    """Where a rank process sits in the job: what a launcher's worker variables are made of."""
+
+    rank: int
+    local_rank: int
+    nnodes: int
+    nproc_per_node: int
+    master_port: int
+    out_dir: Path
+    inherited: Mapping[str, str]
+    """The environment the worker inherits before the launcher adds its variables."""
+
+    @property
+    def node(self) -> int:
+        return self.rank // self.nproc_per_node
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+
+def process_exit_code(code: int) -> int:
+    """A process's exit status as a shell reports it: its own code, or 128 + N when killed by signal N."""
+    return code if code >= 0 else 128 - code
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,6 +131,67 @@ class TorchrunEnv:
     virtual_local_rank: bool = False
     """LOCAL_RANK=0 for every worker, each seeing one GPU (torchrun --virtual-local-rank)."""
 
+    def variables(self, place: RankPlace) -> dict[str, str]:
+        env = {
+            "RANK": str(place.rank),
+            "LOCAL_RANK": "0" if self.virtual_local_rank else str(place.local_rank),
+            "WORLD_SIZE": str(place.world_size),
+            "LOCAL_WORLD_SIZE": str(place.nproc_per_node),
+            "GROUP_RANK": str(place.node),
+            "GROUP_WORLD_SIZE": str(place.nnodes),
+            "ROLE_RANK": str(place.rank),
+            "ROLE_WORLD_SIZE": str(place.world_size),
+            "ROLE_NAME": self.role,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(place.master_port),
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": str(self.max_restarts),
+            "TORCHELASTIC_RUN_ID": self.run_id,
+            # rank 0's init_process_group hosts the TCPStore, as with torchrun's static rendezvous
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": place.inherited.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+            "TORCHELASTIC_ERROR_FILE": str(place.out_dir / f"rank{place.rank}" / "error.json"),
+        }
+        if "OMP_NUM_THREADS" not in place.inherited and place.nproc_per_node > 1:
+            env["OMP_NUM_THREADS"] = "1"  # torchrun's default, so N ranks do not oversubscribe the cores
+        return env
+
+    def exit_code(self, rank_exit_code: int) -> int:
+        """torchrun's exit code when a worker failed: 1 (its ChildFailedError), whatever the worker's."""
+        return 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeepSpeedEnv:
+    """What DeepSpeed's per-node launcher tells its workers (deepspeed/launcher/launch.py, `main`)."""
+
+    visible_devices: tuple[tuple[int, ...], ...]
+    """Per node, the GPU ids its workers use: their CUDA_VISIBLE_DEVICES (one worker per id)."""
+    master_port: int | None = None
+    """MASTER_PORT; None: a free port. MASTER_ADDR is always 127.0.0.1."""
+    role: ClassVar[str] = "default"
+
+    def variables(self, place: RankPlace) -> dict[str, str]:
+        return {
+            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in self.visible_devices[place.node]),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(place.master_port),
+            "WORLD_SIZE": str(place.world_size),
+            "CROSS_RANK": str(place.node),
+            "CROSS_SIZE": str(place.nnodes),
+            "LOCAL_SIZE": str(place.nproc_per_node),
+            "RANK": str(place.rank),
+            "LOCAL_RANK": str(place.local_rank),
+        }
+
+    def exit_code(self, rank_exit_code: int) -> int:
+        """DeepSpeed's launcher exits with the failed worker's own code."""
+        return process_exit_code(rank_exit_code)
+
+
+WorkerEnv = TorchrunEnv | DeepSpeedEnv
+"""A launcher's worker variables (RANK, WORLD_SIZE, MASTER_PORT, ...)."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LaunchConfig:
@@ -109,8 +203,12 @@ class LaunchConfig:
     cluster: ClusterNetworkConfig
     nnodes: int = 1
     nproc_per_node: int = 1
-    torchrun: TorchrunEnv | None = None
-    """torchrun's worker variables (RANK, WORLD_SIZE, MASTER_PORT, ...); None for `phantora run`."""
+    workers: WorkerEnv | None = None
+    """The launcher whose worker variables every rank gets (torchrun's, DeepSpeed's); None for `phantora
+    run`, one process as `python` starts it."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables a framework's launcher adds for its workers (Accelerate's ACCELERATE_*, FSDP_*), set over
+    the launcher's environment and under the worker variables."""
     output: OutputConfig = OutputConfig(prefix_template=None)
     shutdown_grace_s: float = 30.0
     """After the first failure or a signal: how long ranks get to exit before SIGKILL (torchrun's default)."""
@@ -222,12 +320,12 @@ class _Launcher:
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
                                        sharing=config.sharing, power=power)
         self.server = CoordinatorServer(self.coordinator, self.world_size)
-        role = config.torchrun.role if config.torchrun else "default"
+        role = config.workers.role if config.workers else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
         self.ranks: list[_Rank] = []
         self.exit_order: list[_Rank] = []
         self.signals = _SignalCatcher()
-        self.master_port = (config.torchrun.master_port or _free_port()) if config.torchrun else 0
+        self.master_port = (config.workers.master_port or _free_port()) if config.workers else 0
         self._grace_deadline: float | None = None
         self._next_progress = 0.0
         self._progress_records = 0
@@ -260,9 +358,9 @@ class _Launcher:
     # --- spawning ---------------------------------------------------------------------------------
     def _spawn_all(self) -> None:
         cfg = self.config
-        argv = [*cfg.rank_entry, *cfg.program.argv()]
         for rank in range(self.world_size):
             local_rank = rank % cfg.nproc_per_node
+            argv = [*cfg.rank_entry, *cfg.program.argv(local_rank)]
             try:
                 proc = subprocess.Popen(argv, env=self._rank_env(rank, local_rank), process_group=0,
                                         stdin=self._rank_stdin(), **self.pump.popen_streams())
@@ -280,42 +378,10 @@ class _Launcher:
         return None
 
     def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
-        cfg = self.config
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")  # torchrun runs `python -u`: lines arrive as printed
-        rank_config = replace(cfg.rank_config, rank=rank, world_size=self.world_size, coordinator=self.server.address)
-        env[CONFIG_ENV_VAR] = rank_config.to_env()
-        env[TOKEN_ENV_VAR] = self.server.token
-        if cfg.torchrun is not None:
-            env.update(self._torchrun_env(rank, local_rank))
-        return env
-
-    def _torchrun_env(self, rank: int, local_rank: int) -> dict[str, str]:
-        """The variables torchrun sets for a worker (local_elastic_agent.py `_start_workers`)."""
-        cfg, tr = self.config, self.config.torchrun
-        env = {
-            "RANK": str(rank),
-            "LOCAL_RANK": "0" if tr.virtual_local_rank else str(local_rank),
-            "WORLD_SIZE": str(self.world_size),
-            "LOCAL_WORLD_SIZE": str(cfg.nproc_per_node),
-            "GROUP_RANK": str(rank // cfg.nproc_per_node),
-            "GROUP_WORLD_SIZE": str(cfg.nnodes),
-            "ROLE_RANK": str(rank),
-            "ROLE_WORLD_SIZE": str(self.world_size),
-            "ROLE_NAME": tr.role,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(self.master_port),
-            "TORCHELASTIC_RESTART_COUNT": "0",
-            "TORCHELASTIC_MAX_RESTARTS": str(tr.max_restarts),
-            "TORCHELASTIC_RUN_ID": tr.run_id,
-            # rank 0's init_process_group hosts the TCPStore, as with torchrun's static rendezvous
-            "TORCHELASTIC_USE_AGENT_STORE": "False",
-            "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
-            "TORCHELASTIC_ERROR_FILE": str(cfg.out_dir / f"rank{rank}" / "error.json"),
-        }
-        if "OMP_NUM_THREADS" not in os.environ and cfg.nproc_per_node > 1:
-            env["OMP_NUM_THREADS"] = "1"  # torchrun's default, so N ranks do not oversubscribe the cores
-        return env
+        rank_config = replace(self.config.rank_config, rank=rank, world_size=self.world_size,
+                              coordinator=self.server.address)
+        return rank_environment(self.config, rank, local_rank, rank_config=rank_config, token=self.server.token,
+                                master_port=self.master_port)
 
     # --- supervision ------------------------------------------------------------------------------
     def _supervise(self) -> _Outcome:
@@ -432,7 +498,7 @@ class _Launcher:
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
         merge_rank_ops(cfg.out_dir, self.world_size, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
         print_summary(summary, file=self.pump.console_err)
-        if root is not None and cfg.torchrun is not None:
+        if root is not None and cfg.workers is not None:
             others = self._other_failures(root, outcome.cutoff_s)
             self.pump.say(format_failure_report(cfg.program.name, root, others))
         elif isinstance(root, CoordinatorFault):
@@ -462,16 +528,17 @@ class _Launcher:
             return 128 + outcome.signal
         if root is None:
             return 0
-        if self.config.torchrun is None and isinstance(root, RankExit) and root.exit_code != 0:
-            # `phantora run` exits like the program did (a signal as the shell reports it)
-            return root.exit_code if root.exit_code > 0 else 128 - root.exit_code
-        return 1  # torchrun's ChildFailedError
+        if isinstance(root, RankExit) and root.exit_code != 0:
+            # `phantora run` exits like the program did; a launcher as that launcher does
+            workers = self.config.workers
+            return workers.exit_code(root.exit_code) if workers else process_exit_code(root.exit_code)
+        return 1  # the simulation failed (torchrun's ChildFailedError)
 
     def _error_line(self, outcome: _Outcome, root: RankExit | CoordinatorFault | None) -> str:
         if outcome.signal is not None:
             return f"interrupted ({signal.Signals(outcome.signal).name})"
         if isinstance(root, RankExit):
-            who = "the program" if self.config.torchrun is None else f"rank {root.rank}"
+            who = "the program" if self.config.workers is None else f"rank {root.rank}"
             if root.exit_code < 0:
                 return f"{who} was killed by signal {-root.exit_code} ({signal.Signals(-root.exit_code).name})"
             if root.exit_code == 0:
@@ -480,6 +547,24 @@ class _Launcher:
         lines = root.message.strip().splitlines() if root is not None else []
         first = lines[0].removeprefix("phantora: ").rstrip(":") if lines else "unknown reason"
         return f"the simulation stopped: {first}"
+
+
+# --- a rank's environment --------------------------------------------------------------------------
+def rank_environment(config: LaunchConfig, rank: int, local_rank: int, *, rank_config: RankConfig, token: str,
+                     master_port: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Everything a rank process's environment holds: the launcher's (`base`, default os.environ), then the
+    framework launcher's additions (`extra_env`), Phantora's own variables, then the worker variables of
+    the launcher being reproduced (`config.workers`), which win as they do in that launcher."""
+    env = {**(os.environ if base is None else base), **config.extra_env}
+    env.setdefault("PYTHONUNBUFFERED", "1")  # torchrun and DeepSpeed run `python -u`: lines arrive as printed
+    env[CONFIG_ENV_VAR] = rank_config.to_env()
+    env[TOKEN_ENV_VAR] = token
+    if config.workers is not None:
+        place = RankPlace(rank=rank, local_rank=local_rank, nnodes=config.nnodes,
+                          nproc_per_node=config.nproc_per_node, master_port=master_port, out_dir=config.out_dir,
+                          inherited=env)
+        env.update(config.workers.variables(place))
+    return env
 
 
 # --- helpers ---------------------------------------------------------------------------------------

@@ -233,7 +233,7 @@ def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, l
         raise CliError(str(error)) from None
     devices = 1 if plan.torchrun.virtual_local_rank else cluster.gpus_per_node
     config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, devices),
-                            cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, torchrun=plan.torchrun,
+                            cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
                             output=plan.output, shutdown_grace_s=plan.shutdown_grace_s,
                             monitor_interval_s=plan.monitor_interval_s, progress=_progress(args),
                             power_cap=not args.no_power_cap)

@@ -79,7 +79,10 @@ class OutputConfig:
     redirects: StdSpec = Std.NONE
     tee: StdSpec = Std.NONE
     log_dir: str | None = None
-    """Where redirected/teed streams go (`<log_dir>/attempt_0/<rank>/`)."""
+    """Where redirected/teed streams go."""
+    log_file: str = "attempt_0/{rank}/{stream}.log"
+    """A rank's log file under `log_dir`, `{rank}` and `{stream}` (stdout, stderr) filled in: torchrun's
+    layout; a name without `{stream}` gets both streams (DeepSpeed's `<time>_rank<N>.log`)."""
 
     @property
     def captures(self) -> bool:
@@ -114,7 +117,7 @@ class OutputPump:
         self._selector = selectors.DefaultSelector()
         self._open = 0
         self._tails: dict[int, deque] = {}
-        self._logs: list[BinaryIO] = []
+        self._logs: dict[Path, BinaryIO] = {}
 
     # --- setup ------------------------------------------------------------------------------------
     def popen_streams(self) -> dict:
@@ -141,12 +144,12 @@ class OutputPump:
             self._selector.register(pipe, selectors.EVENT_READ, stream)
             self._open += 1
 
-    def _open_log(self, rank: int, name: str) -> BinaryIO:
-        folder = Path(self.config.log_dir or ".") / "attempt_0" / str(rank)
-        folder.mkdir(parents=True, exist_ok=True)
-        log = open(folder / f"{name}.log", "wb")  # this run's output only, like the other files in --out
-        self._logs.append(log)
-        return log
+    def _open_log(self, rank: int, stream: str) -> BinaryIO:
+        path = Path(self.config.log_dir or ".") / self.config.log_file.format(rank=rank, stream=stream)
+        if path not in self._logs:  # both streams of a rank may share one file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._logs[path] = open(path, "wb")  # this run's output only, like the other files in --out
+        return self._logs[path]
 
     # --- pumping ----------------------------------------------------------------------------------
     def poll(self, timeout_s: float) -> None:
@@ -219,7 +222,7 @@ class OutputPump:
             key.fileobj.close()
         self._open = 0
         self._selector.close()
-        for log in self._logs:
+        for log in self._logs.values():
             log.close()
         self.console_out.flush()
         self.console_err.flush()

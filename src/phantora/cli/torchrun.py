@@ -176,6 +176,14 @@ def run_id(args: argparse.Namespace, nnodes: int) -> str:
     return str(uuid.uuid4()) if args.standalone or auto else args.rdzv_id
 
 
+def master_port(args: argparse.Namespace) -> int | None:
+    """MASTER_PORT: --master-port with torchrun's static rendezvous; with --standalone or another backend
+    torchrun ignores it and its agent picks a free port (torch/distributed/launcher/api.py,
+    `_get_addr_and_port`), as None does here."""
+    static = args.rdzv_backend == "static" and not args.standalone
+    return args.master_port if static else None
+
+
 def ignored_notes(args: argparse.Namespace) -> list[str]:
     """One note naming every given option that has no effect here."""
     unused = []
@@ -228,7 +236,7 @@ def torchrun_plan(args: argparse.Namespace, out_dir: str,
         local_ranks_filter=parse_local_ranks_filter(args.local_ranks_filter),
         redirects=redirects, tee=tee, log_dir=args.log_dir or str(Path(out_dir) / "logs"))
     env = TorchrunEnv(run_id=run_id(args, nnodes), role=args.role, max_restarts=args.max_restarts,
-                      master_port=args.master_port, virtual_local_rank=args.virtual_local_rank)
+                      master_port=master_port(args), virtual_local_rank=args.virtual_local_rank)
     grace = args.shutdown_timeout
     if grace is None:
         variable = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"

@@ -26,16 +26,16 @@ def test_torchrun_spellings_and_defaults(script, tmp_path):
         assert config.program.script == script and config.program.args == ["--lr", "3", "--gpu", "x"]
         assert config.cluster.gpus_per_node == 4 and config.cluster.gpu == "h200" and notes == []
         assert config.rank_config.devices_per_process == 4  # each rank sees its node's GPUs, as under torchrun
-        assert config.torchrun.master_port is None and config.torchrun.max_restarts == 0
+        assert config.workers.master_port is None and config.workers.max_restarts == 0
         assert config.output.prefix_template == "[rank${rank}]:" and config.shutdown_grace_s == 30
     config, _ = configure("--gpu", "h100", "--nnodes", "2", "--nproc-per-node", "gpu", "--rdzv-id", "job7",
                           "--rdzv_backend", "c10d", "--out", str(tmp_path / "o"), "--no-trace", "--strict", script)
-    assert (config.nnodes, config.nproc_per_node) == (2, 8) and config.torchrun.run_id == "job7"
+    assert (config.nnodes, config.nproc_per_node) == (2, 8) and config.workers.run_id == "job7"
     assert config.cluster.nodes == 2 and config.cluster.gpus_per_node == 8
     assert config.rank_config.out_dir == str(tmp_path / "o") and config.rank_config.strict
     assert not config.rank_config.trace and config.output.log_dir == str(tmp_path / "o" / "logs")
     config, _ = configure("--gpu", "h200", "--nproc-per-node", "auto", "--standalone", script)
-    assert config.nproc_per_node == 8 and len(config.torchrun.run_id) == 36  # a uuid, as torchrun --standalone
+    assert config.nproc_per_node == 8 and len(config.workers.run_id) == 36  # a uuid, as torchrun --standalone
 
 
 def test_program_forms(script):
@@ -60,7 +60,17 @@ def test_ignored_options_are_named_once(script):
     assert len(notes) == 2
     assert "--node-rank 1" in notes[0] and "--master-addr node0.cluster" in notes[0] and "rdzv-endpoint" in notes[0]
     assert "--max-restarts 3" in notes[1]
-    assert config.torchrun.master_port == 29501 and config.monitor_interval_s == 0.05
+    assert config.workers.master_port == 29501 and config.monitor_interval_s == 0.05
+
+
+def test_master_port_is_only_for_the_static_rendezvous(script):
+    """With --standalone or a c10d rendezvous torchrun ignores --master-port: its agent picks a free port
+    (as Accelerate's launch does when port 29500 is taken)."""
+    for words in (["--standalone"], ["--rdzv-backend", "c10d"]):
+        config, _ = configure("--gpu", "h200", *words, "--master-port", "29501", script)
+        assert config.workers.master_port is None
+    config, _ = configure("--gpu", "h200", "--master-port", "29501", script)
+    assert config.workers.master_port == 29501
 
 
 def test_output_options(script, tmp_path):
@@ -76,7 +86,7 @@ def test_environment_defaults_like_torchrun(script, monkeypatch):
     monkeypatch.setenv("PET_STANDALONE", "1")
     monkeypatch.setenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}${local_rank}]:")
     config, _ = configure("--gpu", "h200", script)
-    assert config.nproc_per_node == 2 and len(config.torchrun.run_id) == 36
+    assert config.nproc_per_node == 2 and len(config.workers.run_id) == 36
     assert config.output.prefix_template == "[${role_name}${local_rank}]:"
 
 
