@@ -158,14 +158,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--finish-then-fail-rank", type=int, default=None,
                         help="this rank reports RankFinished at once, then exits 4 (as the runtime does when the "
                              "program raised)")
-    parser.add_argument("--env-dump", action="store_true", help="print the torchrun variables as JSON")
+    parser.add_argument("--env-dump", action="store_true",
+                        help="print the launcher's variables and this process's arguments as JSON")
+    parser.add_argument("--local_rank", type=int, default=None, help="as DeepSpeed's launcher passes it")
     return parser.parse_args(argv)
 
 
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
             "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
-            "OMP_NUM_THREADS", "TORCHELASTIC_ERROR_FILE", "PHANTORA_RUN_CONFIG")
+            "OMP_NUM_THREADS", "TORCHELASTIC_ERROR_FILE", "PHANTORA_RUN_CONFIG",
+            "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", "CUDA_VISIBLE_DEVICES", "ACCELERATE_MIXED_PRECISION")
 
 
 def write_result(out_dir: Path, rank: int, exit_code: int, host_ns: int) -> None:
@@ -188,7 +191,7 @@ def main() -> int:
     config = RankConfig.from_env()
     rank = config.rank
     if args.env_dump:
-        print("ENV " + json.dumps({k: os.environ.get(k) for k in ENV_KEYS}))
+        print("ENV " + json.dumps({**{k: os.environ.get(k) for k in ENV_KEYS}, "argv": sys.argv[1:]}))
     for i in range(args.lines):
         print(f"hello {i} from rank {rank} of {config.world_size}")
     print(f"rank {rank} stderr line", file=sys.stderr)

@@ -3,21 +3,31 @@
     phantora run --gpu h200 -- python train.py --batch 8
     phantora run --cluster cluster.toml --out results/ train.py --batch 8
     phantora torchrun --gpu h100 --nnodes 2 --nproc-per-node 8 train.py --batch 8
+    phantora deepspeed --gpu h200 --num_gpus 2 train.py --deepspeed_config ds.json
+    phantora accelerate launch --gpu h200 --config_file fsdp2.yaml train.py
     phantora profile phantora-out/ --out my_h200.jsonl      # measure the run's ops on this machine's GPU
     phantora run --gpu h200 --kernel-db my_h200.jsonl -- python train.py
 
-Both commands take the same path: the launcher hosts the coordinator server and starts one rank
-process per simulated GPU (one for `run`). Bad input is one line on stderr and exit code 2.
+Every command takes the same path: the launcher hosts the coordinator server and starts one rank
+process per simulated GPU (one for `run`). `deepspeed` and `accelerate launch` take Phantora's options
+first, then the framework's own, which its own code interprets (cli/deepspeed.py, cli/accelerate.py).
+Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from phantora import __version__
+from phantora.cli.accelerate import accelerate_help, accelerate_launch
+from phantora.cli.deepspeed import deepspeed_help, deepspeed_plan
+from phantora.cli.frameworks import FrameworkLauncherError
 from phantora.cli.launch import DEFAULT_RANK_ENTRY, LaunchConfig, LaunchError, ProgramSpec, launch
 from phantora.cli.output import OutputConfig
 from phantora.cli.profile import add_profile_arguments, run_profile, start_on_the_fly
@@ -25,6 +35,7 @@ from phantora.cli.torchrun import (
     TorchrunArgumentError,
     add_torchrun_arguments,
     parse_nproc_per_node,
+    program_spec,
     torchrun_plan,
 )
 from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
@@ -46,42 +57,49 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{message} (see {self.prog} --help)")
 
 
-def _add_phantora_options(parser: argparse.ArgumentParser) -> None:
+def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Phantora's own options (every simulating command); returns them, for `split_phantora_options`."""
+    actions: list[argparse.Action] = []
+
+    def option(group, *flags: str, **kwargs) -> None:
+        actions.append(group.add_argument(*flags, **kwargs))
+
     p = parser.add_argument_group("phantora options")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--gpu", help=f"GPU model: {', '.join(sorted(load_gpu_specs()))} (nodes as its DGX/HGX)")
-    where.add_argument("--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
-    p.add_argument("--out", default="phantora-out", help="output folder (default phantora-out/)")
-    p.add_argument("--strict", action="store_true",
-                   help="fail on ops that have no cost model instead of estimating them")
-    p.add_argument("--no-kernel-db", action="store_true",
-                   help="ignore the shipped measured kernel times (--kernel-db files still count)")
-    p.add_argument("--kernel-db", action="append", default=[], metavar="DB.jsonl",
-                   help="extra measured kernel database (`phantora profile` output), merged over the shipped "
-                        "one; repeatable, the last given wins ties")
-    p.add_argument("--profile-on-the-fly", action="store_true",
-                   help="measure ops that no database has on this machine's real GPU, once, and cache them")
-    p.add_argument("--profile-cache", metavar="DIR",
-                   help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
-    p.add_argument("--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
-    p.add_argument("--no-trace", action="store_true", help="do not write trace.json")
-    p.add_argument("--no-power-cap", action="store_true",
-                   help="never slow GEMMs and attention for the GPU's power limit (docs/compute-model.md, Power cap)")
-    p.add_argument("--host-time", choices=HOST_TIME_MODES, default="model",
-                   help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
-                        "deterministic (default); measured = the CPU time the script's own code takes on this "
-                        "machine, outside Phantora (varies with load; docs/compute-model.md, Host model)")
-    p.add_argument("--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
-                   help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
-                        "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
-                        "measured the CPU time measured on this machine")
-    p.add_argument("--host-contention", choices=tuple(HOST_CONTENTION), default="h200-vm",
-                   help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
-                        "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
-                        "of several ranks waits for its slowest (default); none = dedicated hosts "
-                        "(docs/compute-model.md, Contended hosts)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a status line on stderr every few seconds (default: when stderr is a terminal)")
+    option(where, "--gpu", help=f"GPU model: {', '.join(sorted(load_gpu_specs()))} (nodes as its DGX/HGX)")
+    option(where, "--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
+    option(p, "--out", default="phantora-out", help="output folder (default phantora-out/)")
+    option(p, "--strict", action="store_true",
+           help="fail on ops that have no cost model instead of estimating them")
+    option(p, "--no-kernel-db", action="store_true",
+           help="ignore the shipped measured kernel times (--kernel-db files still count)")
+    option(p, "--kernel-db", action="append", default=[], metavar="DB.jsonl",
+           help="extra measured kernel database (`phantora profile` output), merged over the shipped "
+                "one; repeatable, the last given wins ties")
+    option(p, "--profile-on-the-fly", action="store_true",
+           help="measure ops that no database has on this machine's real GPU, once, and cache them")
+    option(p, "--profile-cache", metavar="DIR",
+           help="on-the-fly cache folder (default $PHANTORA_CACHE_DIR or ~/.cache/phantora/kernels)")
+    option(p, "--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
+    option(p, "--no-trace", action="store_true", help="do not write trace.json")
+    option(p, "--no-power-cap", action="store_true",
+           help="never slow GEMMs and attention for the GPU's power limit (docs/compute-model.md, Power cap)")
+    option(p, "--host-time", choices=HOST_TIME_MODES, default="model",
+           help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
+                "deterministic (default); measured = the CPU time the script's own code takes on this "
+                "machine, outside Phantora (varies with load; docs/compute-model.md, Host model)")
+    option(p, "--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
+           help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
+                "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
+                "measured the CPU time measured on this machine")
+    option(p, "--host-contention", choices=tuple(HOST_CONTENTION), default="h200-vm",
+           help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
+                "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
+                "of several ranks waits for its slowest (default); none = dedicated hosts "
+                "(docs/compute-model.md, Contended hosts)")
+    option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
+           help="a status line on stderr every few seconds (default: when stderr is a terminal)")
+    return actions
 
 
 def _positive_float(text: str) -> float:
@@ -109,11 +127,97 @@ def build_parser() -> argparse.ArgumentParser:
         description="phantora torchrun [phantora options] [torchrun options] SCRIPT ARGS")
     _add_phantora_options(torchrun)
     add_torchrun_arguments(torchrun)
+    deepspeed = commands.add_parser("deepspeed", help=DEEPSPEED.summary, add_help=False)
+    deepspeed.add_argument("words", nargs=argparse.REMAINDER, help=DEEPSPEED.usage)
+    accelerate = commands.add_parser("accelerate", help=ACCELERATE.summary,
+                                     description="phantora accelerate launch ... (phantora accelerate launch --help)")
+    accelerate_commands = accelerate.add_subparsers(dest="accelerate_command", required=True)
+    accelerate_launch = accelerate_commands.add_parser("launch", help=ACCELERATE.summary, add_help=False)
+    accelerate_launch.add_argument("words", nargs=argparse.REMAINDER, help=ACCELERATE.usage)
     profile = commands.add_parser(
         "profile", help="measure recorded op signatures on this machine's GPU into a kernel database",
         description="phantora profile OPS.jsonl|OUT_DIR ... --out DB.jsonl  (or --script train.py ARGS)")
     add_profile_arguments(profile)
     return parser
+
+
+# --- frameworks' own launchers ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FrameworkCommand:
+    """A framework's launcher command that Phantora reproduces: Phantora's options first, then the
+    framework's own, which its own code interprets."""
+
+    words: tuple[str, ...]
+    summary: str
+    usage: str
+    framework_help: Callable[[], str]
+    """The framework's own option list (imports the framework)."""
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.words)
+
+
+DEEPSPEED = FrameworkCommand(
+    ("deepspeed",), "simulate what `deepspeed` would start: DeepSpeed's launcher options, read by DeepSpeed",
+    "phantora deepspeed [phantora options] [deepspeed options] SCRIPT ARGS", deepspeed_help)
+ACCELERATE = FrameworkCommand(
+    ("accelerate", "launch"),
+    "simulate what `accelerate launch` would start: its options and config file, read by Accelerate",
+    "phantora accelerate launch [phantora options] [accelerate launch options] SCRIPT ARGS", accelerate_help)
+FRAMEWORK_COMMANDS = (DEEPSPEED, ACCELERATE)
+
+
+class _FrameworkHelp(argparse.Action):
+    """-h/--help of a framework command: Phantora's options, then the framework's own."""
+
+    def __init__(self, option_strings: list[str], dest: str, command: FrameworkCommand, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.command = command
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        print(parser.format_help())
+        print(f"{self.command.name} options (the framework's own, after Phantora's):\n")
+        print(self.command.framework_help())
+        parser.exit()
+
+
+def framework_parser(command: FrameworkCommand) -> tuple[argparse.ArgumentParser, list[argparse.Action]]:
+    """The parser of Phantora's options for a framework command, and those options."""
+    parser = _Parser(prog=f"phantora {command.name}", usage=command.usage, add_help=False, description=(
+        f"{command.summary}. Phantora's options come first; the first word that is not one of them starts "
+        f"the {command.name} options, the script and its arguments, passed to the framework's own parser."))
+    actions = _add_phantora_options(parser)
+    actions.append(parser.add_argument("-h", "--help", action=_FrameworkHelp, command=command,
+                                       help="show Phantora's options and the framework's, then exit"))
+    return parser, actions
+
+
+def split_phantora_options(words: list[str], actions: list[argparse.Action]) -> tuple[list[str], list[str]]:
+    """Phantora's options at the start of `words` (with their values), and the rest: from the first word that
+    is not one of them (spelled out in full) on, everything belongs to the framework's launcher."""
+    by_flag = {flag: action for action in actions for flag in action.option_strings}
+    i = 0
+    while i < len(words):
+        flag, joined, _ = words[i].partition("=")
+        action = by_flag.get(flag if words[i].startswith("--") else words[i])
+        if action is None:
+            break
+        i += 2 if action.nargs != 0 and not joined else 1
+    return words[:i], words[i:]
+
+
+def parse_command_line(argv: list[str]) -> argparse.Namespace:
+    """The arguments of any phantora command; a framework command's own options are left in
+    `launcher_words`, for the framework to read."""
+    for command in FRAMEWORK_COMMANDS:
+        if tuple(argv[:len(command.words)]) == command.words:
+            parser, actions = framework_parser(command)
+            ours, theirs = split_phantora_options(argv[len(command.words):], actions)
+            args = parser.parse_args(ours)
+            args.command, args.launcher_words = command.name, theirs
+            return args
+    return build_parser().parse_args(argv)
 
 
 def program_from_args(words: list[str]) -> ProgramSpec:
@@ -199,13 +303,19 @@ def _progress(args: argparse.Namespace) -> bool:
 # --- configs --------------------------------------------------------------------------------------
 def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
     """`phantora run`: one rank, its output straight to the terminal."""
-    if args.cluster:
-        cluster = cluster_file(args.cluster)
-    else:
-        cluster = cluster_from_gpu(args.gpu, nodes=1, gpus_per_node=1)
-    rank_config = _rank_config(args, cluster.gpu, args.devices)
-    program = program_from_args(args.program)
-    return _launch_config(program=program, rank_config=rank_config, cluster=cluster,
+    cluster = _one_gpu_cluster(args)
+    return _one_process_config(args, cluster, program_from_args(args.program), devices=args.devices)
+
+
+def _one_gpu_cluster(args: argparse.Namespace) -> ClusterNetworkConfig:
+    return cluster_file(args.cluster) if args.cluster else cluster_from_gpu(args.gpu, nodes=1, gpus_per_node=1)
+
+
+def _one_process_config(args: argparse.Namespace, cluster: ClusterNetworkConfig, program: ProgramSpec, *,
+                        devices: int, extra_env: Mapping[str, str] | None = None) -> LaunchConfig:
+    """One rank on one GPU of the cluster, its output straight to the terminal."""
+    rank_config = _rank_config(args, cluster.gpu, devices)
+    return _launch_config(program=program, rank_config=rank_config, cluster=cluster, extra_env=dict(extra_env or {}),
                           output=OutputConfig(prefix_template=None), progress=_progress(args),
                           power_cap=not args.no_power_cap)
 
@@ -213,8 +323,15 @@ def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
 def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
     """`phantora torchrun`: the cluster from --gpu (nodes of --nproc-per-node GPUs) or --cluster; returns
     the config and notes on options that have no effect here."""
+    return torchrun_config(args, args)
+
+
+def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace, *,
+                    extra_env: Mapping[str, str] | None = None) -> tuple[LaunchConfig, list[str]]:
+    """A torchrun job: Phantora's options from `args`, torchrun's from `torchrun_args` (the same namespace
+    under `phantora torchrun`; what Accelerate hands torchrun under `accelerate launch`)."""
     try:
-        plan = torchrun_plan(args, args.out, program_from_args)
+        plan = torchrun_plan(torchrun_args, args.out, program_from_args)
     except TorchrunArgumentError as error:
         raise CliError(str(error)) from None
     try:
@@ -234,10 +351,54 @@ def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, l
     devices = 1 if plan.torchrun.virtual_local_rank else cluster.gpus_per_node
     config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, devices),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
-                            output=plan.output, shutdown_grace_s=plan.shutdown_grace_s,
-                            monitor_interval_s=plan.monitor_interval_s, progress=_progress(args),
-                            power_cap=not args.no_power_cap)
+                            extra_env=dict(extra_env or {}), output=plan.output,
+                            shutdown_grace_s=plan.shutdown_grace_s, monitor_interval_s=plan.monitor_interval_s,
+                            progress=_progress(args), power_cap=not args.no_power_cap)
     return config, plan.notes
+
+
+def _simulated_node(args: argparse.Namespace) -> tuple[int, tuple[int, int]]:
+    """GPUs of one simulated node and their compute capability: what a framework's launcher finds on it."""
+    if args.cluster:
+        cluster = cluster_file(args.cluster)
+        return cluster.gpus_per_node, get_gpu_spec(cluster.gpu).compute_capability
+    return _node_gpus(args.gpu), get_gpu_spec(_gpu_key(args.gpu)).compute_capability
+
+
+def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None = None, *,
+                               extra_env: Mapping[str, str] | None = None) -> tuple[LaunchConfig, list[str]]:
+    """`phantora deepspeed` (`words`: the deepspeed options, script and arguments; by default those of the
+    command line); the nodes are the ones DeepSpeed would use, each a simulated node's GPUs that it uses."""
+    extra_env = dict(extra_env or {})
+    node_gpus, capability = _simulated_node(args)
+    plan = deepspeed_plan(args.launcher_words if words is None else words, node_gpus=node_gpus,
+                          compute_capability=capability, out_dir=args.out, python_program=program_from_args,
+                          base_env={**os.environ, **extra_env})
+    if args.cluster:
+        cluster = cluster_file(args.cluster)
+    else:
+        cluster = cluster_from_gpu(args.gpu, nodes=plan.nnodes, gpus_per_node=plan.nproc_per_node)
+    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, plan.nproc_per_node),
+                            cluster=cluster, nnodes=plan.nnodes, nproc_per_node=plan.nproc_per_node,
+                            workers=plan.workers, extra_env={**extra_env, **plan.extra_env}, output=plan.output,
+                            progress=_progress(args), power_cap=not args.no_power_cap)
+    return config, plan.notes
+
+
+def accelerate_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
+    """`phantora accelerate launch`: whatever Accelerate's launch_command would start, simulated as `run`,
+    `torchrun` or `deepspeed` simulate it, with Accelerate's variables."""
+    node_gpus, capability = _simulated_node(args)
+    started = accelerate_launch(args.launcher_words, node_gpus=node_gpus, compute_capability=capability)
+    if started.kind == "simple":
+        cluster = _one_gpu_cluster(args)
+        program = program_spec(started.args, program_from_args)
+        return _one_process_config(args, cluster, program, devices=1, extra_env=started.env), started.notes
+    if started.kind == "torchrun":
+        config, notes = torchrun_config(args, started.args, extra_env=started.env)
+    else:
+        config, notes = deepspeed_config_from_args(args, started.deepspeed_words, extra_env=started.env)
+    return config, started.notes + notes
 
 
 def _launch_config(**kwargs) -> LaunchConfig:
@@ -250,7 +411,23 @@ def _launch_config(**kwargs) -> LaunchConfig:
 def config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
     if args.command == "torchrun":
         return torchrun_config_from_args(args)
+    try:
+        if args.command == DEEPSPEED.name:
+            return deepspeed_config_from_args(args)
+        if args.command == ACCELERATE.name:
+            return accelerate_config_from_args(args)
+    except FrameworkLauncherError as error:
+        raise FrameworkLauncherError(_misplaced_option_hint(str(error), args.command)) from None
     return run_config_from_args(args), []
+
+
+def _misplaced_option_hint(message: str, command: str) -> str:
+    """A framework's "unrecognized arguments" that are Phantora's options: say where they go."""
+    _, found, words = message.partition("unrecognized arguments: ")
+    ours = {flag for action in _add_phantora_options(argparse.ArgumentParser()) for flag in action.option_strings}
+    if found and any(word.partition("=")[0] in ours for word in words.split()):
+        return f"{message} (Phantora's options come before the {command} options)"
+    return message
 
 
 def _prepare_native_shim() -> None:
@@ -265,7 +442,7 @@ def _prepare_native_shim() -> None:
 def main(argv: list[str] | None = None) -> int:
     worker = None
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_command_line(sys.argv[1:] if argv is None else argv)
         if args.command == "profile":
             return run_profile(args)
         config, notes = config_from_args(args)
@@ -276,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile_on_the_fly:
             config, worker = start_on_the_fly(config, cache_dir=args.profile_cache, device=args.profile_device)
         return launch(config)
-    except (CliError, LaunchError, TorchrunArgumentError, OnTheFlyError) as error:
+    except (CliError, LaunchError, TorchrunArgumentError, FrameworkLauncherError, OnTheFlyError) as error:
         print(f"phantora: error: {error}", file=sys.stderr)
         return 2
     finally:

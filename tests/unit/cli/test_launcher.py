@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from phantora.cli.launch import launch
-from phantora.cli.main import build_parser, config_from_args
+from phantora.cli.main import config_from_args, parse_command_line
 from phantora.transport.client import DELAY_ENV_VAR
 
 STAND_IN = Path(__file__).resolve().parents[2] / "support" / "stand_in_rank.py"
@@ -50,7 +50,7 @@ def simulate(tmp_path, script):
         words = [command, "--gpu", "h200", "--out", str(out_dir), *options, script, *args]
         if command == "run":
             words.insert(len(words) - len(args) - 1, "--")
-        config, _ = config_from_args(build_parser().parse_args(words))
+        config, _ = config_from_args(parse_command_line(words))
         config = dataclasses.replace(config, rank_entry=(sys.executable, str(STAND_IN)), shutdown_grace_s=5.0,
                                      monitor_interval_s=0.02, **overrides)
         stdout, stderr = io.StringIO(), io.StringIO()
@@ -112,6 +112,30 @@ def test_run_is_one_rank_without_torchrun_variables(simulate, monkeypatch, capfd
     assert env["RANK"] is None and env["MASTER_PORT"] is None
     assert json.loads(env["PHANTORA_RUN_CONFIG"])["coordinator"].startswith("127.0.0.1:")
     assert run.summary["complete"] and run.summary["world_size"] == 1
+
+
+def test_deepspeed_workers_get_its_launchers_variables_and_local_rank(simulate, script, monkeypatch):
+    pytest.importorskip("deepspeed.launcher.runner")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    run = simulate("deepspeed", "--num_gpus", "2", args=("--env-dump",))
+    assert run.code == 0, run.err
+    envs = {int(env["RANK"]): env for env in (json.loads(line[4:]) for line in run.out.splitlines()
+                                              if line.startswith("ENV "))}  # whole lines, not prefixed
+    assert sorted(envs) == [0, 1]
+    for rank, env in envs.items():
+        assert env["argv"] == [script, f"--local_rank={rank}", "--env-dump"]  # after the script, as launch.py
+        assert (env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_SIZE"]) == (str(rank), "2", "2")
+        assert (env["CROSS_RANK"], env["CROSS_SIZE"], env["CUDA_VISIBLE_DEVICES"]) == ("0", "1", "0,1")
+        assert env["MASTER_ADDR"] == "127.0.0.1" and int(env["MASTER_PORT"]) > 0
+        assert env["TORCHELASTIC_RUN_ID"] is None and env["GROUP_RANK"] is None  # not torchrun's
+    assert run.summary["complete"] and run.summary["world_size"] == 2
+
+
+def test_a_failing_deepspeed_rank_gives_its_own_exit_code(simulate):
+    pytest.importorskip("deepspeed.launcher.runner")
+    run = simulate("deepspeed", "--num_gpus", "2", args=("--fail-rank", "1", "--exit-code", "3"))
+    assert run.code == 3  # deepspeed exits with the failed worker's code; torchrun would exit 1
+    assert "train.py FAILED" in run.err and "stand-in rank 1 fails on purpose" in run.err
 
 
 def test_a_failing_rank_stops_the_others_and_is_reported(simulate):
@@ -181,8 +205,8 @@ def test_results_are_identical_under_random_scheduling(simulate, monkeypatch):
 DRIVER = """
 import dataclasses, sys
 from phantora.cli.launch import launch
-from phantora.cli.main import build_parser, config_from_args
-config, _ = config_from_args(build_parser().parse_args(sys.argv[3:]))
+from phantora.cli.main import config_from_args, parse_command_line
+config, _ = config_from_args(parse_command_line(sys.argv[3:]))
 config = dataclasses.replace(config, rank_entry=(sys.executable, sys.argv[1]), shutdown_grace_s=float(sys.argv[2]))
 sys.exit(launch(config))
 """
