@@ -35,8 +35,17 @@ def test_hf_loop(phantora, extra):
 
 
 def test_hf_trainer_accumulation_and_checkpointing(phantora):
+    """Transformers takes SDPA's causal path with grouped key/value heads, as on a GPU: no mask, no repeated heads
+    (runtime/library_probes.py Note [Library probes for tracing])."""
     pytest.importorskip("transformers")
-    check(phantora(str(EXAMPLES / "hf_trainer.py"), "--grad-accum", "2", "--checkpointing"), "hf_trainer")
+    run = phantora(str(EXAMPLES / "hf_trainer.py"), "--grad-accum", "2", "--checkpointing", "--seq", "1024",
+                   "--heads", "8", "--kv-heads", "2")
+    check(run, "hf_trainer")
+    for line in (run.out_dir / "rank0" / "ops.jsonl").read_text().splitlines():
+        op = json.loads(line)
+        if "_scaled_dot_product_cudnn_attention.default" in op.get("sig", ""):
+            query, key, _, mask = op["args"][:4]
+            assert mask is None and key["T"][0][1] == 2, op["args"]
 
 
 def test_hf_trainer_ddp(torchrun):

@@ -25,6 +25,7 @@ def install(config: RankConfig):
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
     from phantora.runtime.extensions import install_extension_stand_ins
     from phantora.runtime.handlers import HANDLERS, install_tolist
+    from phantora.runtime.library_probes import install_library_probes
     from phantora.runtime.kernels import register_cuda_redispatch, register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
     from phantora.runtime.python_costs import install_python_costs
@@ -55,6 +56,7 @@ def install(config: RankConfig):
     install_storage_resize_hook(recorder)
     install_addresses(recorder)
     install_extension_stand_ins()
+    install_library_probes(RecordingFakeMode)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
