@@ -130,3 +130,14 @@ def test_fused_gpu_kernels_arrive_whole(phantora):
     assert probe["autocast_dtype"] == "torch.bfloat16"
     lse_bytes = 2 * 32 * 1024 * 4
     assert probe["attention_saved_bytes"] <= probe["output_bytes"] + lse_bytes + (1 << 20)
+
+
+def test_modules_with_fake_parameters_deep_copy_as_on_a_gpu(phantora):
+    """A pipeline split deep-copies the whole model (TorchTitan): the copy's tensors are new, on the same
+    device, and a GPU module's copy takes GPU memory (dispatch Note [Copying fake tensors])."""
+    run = phantora(str(SCRIPTS / "deepcopy_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen["new_parameter"] and seen["requires_grad"]
+    assert seen["shapes"] == [[2048, 1024], [2048, 1024]] and seen["devices"] == ["cpu", "cuda:0"]
+    assert seen["gpu_copy_bytes"] >= (64 * 64 + 64) * 4

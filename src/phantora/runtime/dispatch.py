@@ -23,6 +23,14 @@ A functional collective's result (`AsyncCollectiveTensor`) is such a subclass wi
 its own: it waits on its arguments, or re-wraps each output of a view op, so it is charged per op and per
 output it wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
 
+Note: [Copying fake tensors]
+`copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each
+tensor's `__dict__`, and a FakeTensor's holds its fake mode: the copy would copy the whole simulated
+device (the session with its lock and models; the lock cannot be pickled, which stopped TorchTitan's
+pipeline split of Llama-3 8B, whose large buffers are fake CPU tensors, Note [Hybrid dispatch]). A
+copied tensor stays on the one simulated device (`RecordingFakeMode.__deepcopy__`), as a copied CUDA
+tensor stays on its GPU; its values are a clone, a device-to-device copy on the GPU as on a real one.
+
 Note: [Foreign fake modes]
 Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
 cache miss, builds fake tensors of the *global* shapes (`OpSchema.gen_fake_args`, `empty_strided`
@@ -283,6 +291,10 @@ class RecordingFakeMode(FakeTensorMode):
             self._depth.value = 0
         self.recorder.record(func, args, kwargs, out)
         return out
+
+    def __deepcopy__(self, memo: dict) -> "RecordingFakeMode":
+        """Note [Copying fake tensors]: the mode is the process's simulated device, never copied."""
+        return self
 
 
 def _is_foreign(a: Any) -> bool:
