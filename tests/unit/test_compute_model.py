@@ -365,3 +365,31 @@ def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
     factors = ds.in_step_factors(step, cold, warm)
     assert factors == {("gemm", 3): pytest.approx(1.0), ("all", 3): pytest.approx(1.0)}
     assert ds.size_class(19_999) == 0 and ds.size_class(20_000) == 1 and ds.size_class(1e6) == 3
+
+
+def test_fsdp2_copy_ops_cost_the_copies_their_cuda_implementations_run():
+    """Note [FSDP2's copy ops]: all_gather_copy_in is a foreach copy into the all-gather buffer's slots;
+    split_with_sizes_copy and chunk_cat read and write each byte once (chunk_cat widening to fp32)."""
+    m = model(memory={**CAL["memory"], "copy": {"t0_ns": 1000.0, "bw_eff": 0.9},
+                      "cast_up": {"t0_ns": 2000.0, "bw_eff": 0.45}})
+    shards = (t((1 << 20,)), t((1 << 18,)))
+    buffer = t((4 * ((1 << 20) + (1 << 18)),))
+    copy_in = OpCall("fsdp.all_gather_copy_in.default", (shards, buffer, (1 << 20, 1 << 18), (1 << 20) + (1 << 18), 1),
+                     (), (t(((1 << 20) + (1 << 18),)), buffer))
+    est = m.estimate(copy_in)
+    foreach = m.estimate(OpCall("aten._foreach_copy_.default", (tuple(t(s.shape) for s in shards), shards), (), ()))
+    assert est.source == "analytic" and est.duration_ns == foreach.duration_ns
+    assert default_bytes(copy_in) == 2 * 2 * ((1 << 20) + (1 << 18))  # the shards read, then written
+    gathered = t((4, 1 << 20), "bfloat16", (1 << 20, 1))
+    params = (t((4, 1 << 19), "bfloat16", (1 << 19, 1)), t((4, 1 << 19), "bfloat16", (1 << 19, 1)))
+    split = m.estimate(OpCall("fsdp.split_with_sizes_copy.default", (gathered, (1 << 19, 1 << 19), 1),
+                              (("out", params),), ()))
+    nbytes = 2 * 2 * 4 * (1 << 20)
+    assert (split.source, split.kernel_class, split.bytes_moved) == ("analytic", "copy", nbytes)
+    assert split.duration_ns == round(1000 + nbytes / (4.8e12 * 0.9) * 1e9 + 1000)
+    grads = (t((1 << 20,), "bfloat16"),)
+    reduce_input = t((4, 1 << 18), "float32", (1 << 18, 1))
+    cat = m.estimate(OpCall("fsdp.chunk_cat.default", (grads, 0, 4), (("out", reduce_input),), ()))
+    nbytes = 2 * (1 << 20) + 4 * (1 << 20)
+    assert (cat.source, cat.bytes_moved) == ("analytic", nbytes)
+    assert cat.duration_ns == round(2000 + nbytes / (4.8e12 * 0.45) * 1e9 + 1000)

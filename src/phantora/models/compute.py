@@ -541,7 +541,7 @@ def classify(name: str) -> KernelClass | None:
         return "attention"
     if p.startswith("aten._foreach_") or p in FUSED_OPTIMIZER_OPS or p == "aten._amp_foreach_non_finite_check_and_unscale_":
         return "foreach"
-    if p in CAST_COPY_OPS or p in COPY_OPS:
+    if p in CAST_COPY_OPS or p in COPY_OPS or p in FSDP_COPY_ARGS:
         return "copy"
     if p in MEMSET_OPS:
         return "memset"
@@ -593,6 +593,9 @@ def default_bytes(op: OpCall) -> float:
         return float(src + (outs or (unique_bytes(ins[0]) if ins else 0)))
     if p in MEMSET_OPS:
         return float(outs)
+    if p == "fsdp.all_gather_copy_in":  # its inputs, read, then written into their slots of the buffer
+        copy = all_gather_copy_in_as_foreach_copy(op)
+        return float(sum(unique_bytes(t) for lst in copy.args for t in lst))
     if p in ("aten.embedding", "aten.index_select", "aten.gather", "aten.index", "aten.take") and ins:
         idx = sum(unique_bytes(t) for t in ins if t.dtype in ("int64", "int32"))
         return float(idx + 2 * outs)
@@ -638,6 +641,57 @@ def registry_flops(op: OpCall) -> float:
         return float(f(*args, out_shape=out, **kwargs))
     except Exception:  # noqa: BLE001 - a formula that rejects odd arguments: fall back to our own count
         return 0.0
+
+
+# ----------------------------------------------------------------------------- FSDP2's copies
+
+# Note [FSDP2's copy ops]
+# FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) packs and unpacks its collective
+# buffers with three custom ops, whose CUDA implementations are copies:
+# - `fsdp.all_gather_copy_in`: `_foreach_copy_` of the sharded parameters into this rank's slots of
+#   the all-gather buffer (multi_tensor_apply: several launches for a large shard);
+# - `fsdp.split_with_sizes_copy`: `aten.split_with_sizes_copy.out` of the gathered buffer into the
+#   unsharded parameters (one batched copy kernel);
+# - `fsdp.chunk_cat`: `aten._chunk_cat.out` of the padded gradients into the reduce-scatter buffer,
+#   casting them to the reduce dtype (one kernel).
+# Measured database entries cover the shapes profiled; every other shape is costed as the copy its
+# CUDA implementation runs: bytes read plus bytes written at the calibrated bandwidth of that kind of
+# copy (the foreach model's for the first; a copy's, or a widening or narrowing cast's, for the others).
+FSDP_COPY_ARGS: dict[str, tuple[str, ...]] = {
+    "fsdp.all_gather_copy_in": ("all_gather_inputs", "all_gather_output", "inp_split_sizes",
+                                "all_gather_input_numel", "rank"),
+    "fsdp.split_with_sizes_copy": ("all_gather_output", "all_gather_input_split_sizes", "dim", "out"),
+    "fsdp.chunk_cat": ("tensors", "dim", "num_chunks", "out"),
+}
+"""Each FSDP2 copy op's arguments, by schema name (its library is registered only once FSDP2 is imported)."""
+
+
+def _fsdp_args(op: OpCall) -> dict[str, Any]:
+    names = FSDP_COPY_ARGS[packet_name(op.name)]
+    bound = dict(zip(names, op.args))
+    bound.update(dict(op.kwargs))
+    return bound
+
+
+def all_gather_copy_in_as_foreach_copy(op: OpCall) -> OpCall:
+    """`fsdp.all_gather_copy_in` as the `_foreach_copy_` its CUDA implementation runs: each input into a
+    contiguous slot of the all-gather buffer, in the buffer's dtype."""
+    args = _fsdp_args(op)
+    sources = tuple(_tensors(args["all_gather_inputs"]))
+    out = args["all_gather_output"]
+    slots = tuple(TensorMeta((t.numel,), out.dtype, (1,), out.device) for t in sources)
+    return OpCall("aten._foreach_copy_.default", (slots, sources), (), ())
+
+
+def fsdp_copy_kind(op: OpCall) -> str:
+    """The memory kind of `fsdp.split_with_sizes_copy` / `fsdp.chunk_cat`: a copy, or a cast when the
+    destination's dtype is wider or narrower than the source's."""
+    args = _fsdp_args(op)
+    source = args["all_gather_output"] if "all_gather_output" in args else args["tensors"]
+    src, dst = _tensors(source), _tensors(args["out"])
+    if not src or not dst or itemsize(src[0]) == itemsize(dst[0]):
+        return "copy"
+    return "cast_up" if itemsize(dst[0]) > itemsize(src[0]) else "cast_down"
 
 
 # ----------------------------------------------------------------------------- the model
@@ -764,6 +818,11 @@ class ComputeModel:
     def _analytic(self, op: OpCall) -> KernelEstimate:
         if packet_name(op.name) in FREE_OPS:
             return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
+        p = packet_name(op.name)
+        if p == "fsdp.all_gather_copy_in":  # Note [FSDP2's copy ops]
+            return self._foreach(all_gather_copy_in_as_foreach_copy(op))
+        if p in FSDP_COPY_ARGS:
+            return self._memory(op, "copy", fsdp_copy_kind(op), "analytic")
         cls = classify(op.name)
         if cls == "gemm":
             return self._gemm(op)
