@@ -14,7 +14,7 @@ _MAX_TIMELINE_RANKS = 64
 _TIMELINE_RESOLUTION = 4000
 """Intervals closer than 1/this of the run are drawn as one (keeps million-kernel runs drawable)."""
 _COLORS = {"compute": "#4c72b0", "overlapped": "#8fbc8f", "exposed": "#dd8452", "idle": "#e5e5e5",
-           "blocked": "#999999"}
+           "blocked": "#999999", "sleep": "#d9c27a"}
 
 
 def _pyplot():
@@ -98,7 +98,8 @@ def _memory(ax, memory: dict[str, list]) -> None:
 
 
 def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, out_dir: Path) -> Path:
-    """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked (a line)."""
+    """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked or the
+    program asleep (a line)."""
     plt = _pyplot()
     world = summary["world_size"]
     shown = min(world, _MAX_TIMELINE_RANKS)
@@ -112,15 +113,18 @@ def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, o
         ax.broken_barh(_ms(t.communication), (y + 0.08, 0.4), color=_COLORS["overlapped"])
         ax.broken_barh(_ms(t.exposed_communication), (y + 0.08, 0.4), color=_COLORS["exposed"])
         ax.broken_barh(_ms(t.host_blocked), (y + 0.0, 0.06), color=_COLORS["blocked"])
+        ax.broken_barh(_ms(t.sleeps), (y + 0.0, 0.06), color=_COLORS["sleep"])
     ax.set_yticks([shown - 1 - r + 0.5 for r in range(shown)], [f"rank {r}" for r in range(shown)])
     ax.set_ylim(0, shown)
     ax.set_xlim(0, sim_ns / 1e6)
     ax.set_xlabel("simulated time (ms)")
     more = f" (first {shown} of {world} ranks)" if shown < world else ""
-    ax.set_title(f"Timeline{more}: compute (top), NCCL exposed / under compute (bottom), host blocked (line)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=_COLORS[k]) for k in ("compute", "exposed", "overlapped", "blocked")]
-    ax.legend(handles, ["compute", "NCCL exposed", "NCCL under compute", "host blocked"], loc="upper center",
-              bbox_to_anchor=(0.5, -0.12 - 0.6 / shown), fontsize="small", ncols=4, frameon=False)
+    ax.set_title(f"Timeline{more}: compute (top), NCCL exposed / under compute (bottom), host blocked or asleep "
+                 "(line)")
+    kinds = ("compute", "exposed", "overlapped", "blocked", "sleep")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=_COLORS[k]) for k in kinds]
+    ax.legend(handles, ["compute", "NCCL exposed", "NCCL under compute", "host blocked", "program sleep"],
+              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / shown), fontsize="small", ncols=5, frameon=False)
     fig.tight_layout()
     path = out_dir / "timeline.png"
     fig.savefig(path, dpi=110)
