@@ -51,7 +51,8 @@ def _kernel_classes(ax, summary: dict[str, Any]) -> None:
 
 
 def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
-    """Per rank: compute only, communication overlapped by compute, exposed communication, idle."""
+    """Per rank: compute only, communication overlapped by compute, exposed communication, idle, and the run's
+    sleep (breakdown Note [The program's own sleep])."""
     rows = summary["per_rank"][:_MAX_TIMELINE_RANKS]
     total_ms = 1e3 * summary["simulated_time_s"]
     labels = [str(r["rank"]) for r in rows]
@@ -60,10 +61,12 @@ def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
         "overlapped": [1e3 * (r["nccl_s"] - r["exposed_comm_s"]) for r in rows],
         "exposed": [1e3 * r["exposed_comm_s"] for r in rows],
     }
-    parts["idle"] = [max(total_ms - sum(p[i] for p in parts.values()), 0.0) for i in range(len(rows))]
+    parts["idle"] = [max(total_ms - 1e3 * summary.get("asleep_s", 0.0) - sum(p[i] for p in parts.values()), 0.0)
+                     for i in range(len(rows))]
+    parts["sleep"] = [1e3 * summary.get("asleep_s", 0.0)] * len(rows)
     left = [0.0] * len(rows)
     names = {"compute": "compute only", "overlapped": "communication under compute",
-             "exposed": "exposed communication", "idle": "idle"}
+             "exposed": "exposed communication", "idle": "idle", "sleep": "program sleep"}
     for key, values in parts.items():
         ax.barh(labels, values, left=left, color=_COLORS[key], label=names[key])
         left = [a + b for a, b in zip(left, values)]
@@ -71,7 +74,7 @@ def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
     ax.set_xlabel("simulated time (ms)")
     ax.set_ylabel("rank")
     ax.set_title("GPU time per rank")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=4, fontsize="small", frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=5, fontsize="small", frameon=False)
 
 
 def _load_memory(out_dir: Path) -> dict[str, list] | None:
