@@ -393,3 +393,22 @@ def test_fsdp2_copy_ops_cost_the_copies_their_cuda_implementations_run():
     nbytes = 2 * (1 << 20) + 4 * (1 << 20)
     assert (cat.source, cat.bytes_moved) == ("analytic", nbytes)
     assert cat.duration_ns == round(2000 + nbytes / (4.8e12 * 0.45) * 1e9 + 1000)
+
+
+def test_grouped_gemms_cost_their_exact_flops_as_batched_gemms_of_the_mean_group():
+    """Note [Grouped GEMMs]: forward (tokens x K by groups x K x N), input and weight gradients."""
+    m = model()
+    tokens, k, n, groups = 4096, 1024, 2048, 8
+    forward = OpCall("aten._grouped_mm.default", (t((tokens, k)), t((groups, k, n)), t((groups,), "int32")), (),
+                     (t((tokens, n)),))
+    est = m.estimate(forward)
+    assert (est.source, est.kernel_class, est.flops) == ("analytic", "gemm", 2.0 * tokens * k * n)
+    batched = m.estimate(OpCall("aten.bmm.default", (t((groups, tokens // groups, k)), t((groups, k, n))), (),
+                                (t((groups, tokens // groups, n)),)))
+    assert est.duration_ns == pytest.approx(batched.duration_ns, rel=0.05)
+    weight_grad = OpCall("aten._grouped_mm.default", (t((k, tokens), stride=(1, k)), t((tokens, n)),
+                                                      t((groups,), "int32")), (), (t((groups, k, n)),))
+    assert m.estimate(weight_grad).flops == 2.0 * tokens * k * n
+    uneven = OpCall("aten._grouped_mm.default", (t((tokens + 5, k)), t((groups, k, n)), t((groups,), "int32")), (),
+                    (t((tokens + 5, n)),))
+    assert m.estimate(uneven).flops == 2.0 * (tokens + 5) * k * n

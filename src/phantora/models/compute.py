@@ -443,6 +443,9 @@ def _packaged_calibration(gpu: str) -> Calibration:
 # ----------------------------------------------------------------------------- op classes
 
 GEMM_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv", "aten.addmv", "aten.dot"}
+GROUPED_GEMM_OPS = {"aten._grouped_mm", "aten._scaled_grouped_mm"}
+"""Grouped GEMMs (a mixture-of-experts layer's experts in one kernel: CUTLASS on sm90, not cuBLAS): Note
+[Grouped GEMMs]."""
 ATTENTION_OPS = {
     "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
     "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
@@ -535,7 +538,7 @@ MEMORY_KIND_OF_CLASS: dict[str, str] = {
 def classify(name: str) -> KernelClass | None:
     """Kernel class of an op name; None for an op with no specific model."""
     p = packet_name(name)
-    if p in GEMM_OPS:
+    if p in GEMM_OPS or p in GROUPED_GEMM_OPS:
         return "gemm"
     if p in ATTENTION_OPS:
         return "attention"
@@ -641,6 +644,35 @@ def registry_flops(op: OpCall) -> float:
         return float(f(*args, out_shape=out, **kwargs))
     except Exception:  # noqa: BLE001 - a formula that rejects odd arguments: fall back to our own count
         return 0.0
+
+
+# ----------------------------------------------------------------------------- grouped GEMMs
+
+# Note [Grouped GEMMs]
+# `torch._grouped_mm(a, b, offs)` runs one GEMM per group (a mixture-of-experts layer's experts) in one
+# kernel; `offs` holds where each group ends along the grouped dimension, values the cost model does not see.
+# The forward (a: tokens x K, b: groups x K x N), the input gradient (the same with b transposed) and the
+# weight gradient (a: K x tokens and b: tokens x N, grouped along the contraction, out: groups x K x N) all
+# do 2 x tokens x K x N FLOPs whatever the split. The model costs them as `groups` GEMMs of the mean group
+# size, batched, with the GEMM efficiencies: a first-order model, not yet checked against measured grouped
+# GEMMs (uneven groups fill the GPU's tiles less well than their mean does).
+
+
+def grouped_gemm_dims(a: TensorMeta, b: TensorMeta, out: TensorMeta | None) -> tuple[int, int, int, int, float]:
+    """(groups, m, k, n, FLOPs) of a grouped GEMM: each group of the mean size, the FLOPs exact (Note
+    [Grouped GEMMs])."""
+    if len(a.shape) == 3 and len(b.shape) == 3:  # batched: every group its own operands
+        groups, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+        return groups, m, k, n, 2.0 * groups * m * k * n
+    if len(a.shape) == 2 and len(b.shape) == 3:  # rows grouped: a is tokens x K
+        groups, k, n = b.shape[0], a.shape[1], b.shape[2]
+        return groups, max(1, a.shape[0] // groups), k, n, 2.0 * a.shape[0] * k * n
+    if len(a.shape) == 3 and len(b.shape) == 2:  # columns grouped: b is K x (groups x N)
+        groups, m, k = a.shape
+        return groups, m, k, max(1, b.shape[1] // groups), 2.0 * m * k * b.shape[1]
+    groups = out.shape[0] if out is not None and len(out.shape) == 3 else 1  # contraction grouped
+    m, n = a.shape[0], b.shape[1]
+    return groups, m, max(1, a.shape[1] // groups), n, 2.0 * m * a.shape[1] * n
 
 
 # ----------------------------------------------------------------------------- FSDP2's copies
@@ -907,7 +939,9 @@ class ComputeModel:
         else:
             bias, a, b = None, ts[0], ts[1] if len(ts) > 1 else ts[0]
         batch = 1
-        if len(a.shape) == 3:
+        if p in GROUPED_GEMM_OPS:
+            batch, m, k, n, grouped_flops = grouped_gemm_dims(a, b, op.outputs[0] if op.outputs else None)
+        elif len(a.shape) == 3:
             batch, m, k = a.shape
             n = b.shape[-1]
         elif len(a.shape) == 2:
@@ -915,7 +949,7 @@ class ComputeModel:
             n = b.shape[-1] if len(b.shape) == 2 else 1
         else:  # dot / mv
             m, k, n = 1, a.shape[-1], 1
-        flops = registry_flops(op) or 2.0 * batch * m * n * k
+        flops = grouped_flops if p in GROUPED_GEMM_OPS else (registry_flops(op) or 2.0 * batch * m * n * k)
         nbytes = float(sum(unique_bytes(t) for t in ts) + sum(unique_bytes(o) for o in op.outputs))
         align = 16 // itemsize(a)
 
