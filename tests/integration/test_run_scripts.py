@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from conftest import REPO, SCRIPTS
 
 
@@ -141,3 +143,16 @@ def test_modules_with_fake_parameters_deep_copy_as_on_a_gpu(phantora):
     assert seen["new_parameter"] and seen["requires_grad"]
     assert seen["shapes"] == [[2048, 1024], [2048, 1024]] and seen["devices"] == ["cpu", "cuda:0"]
     assert seen["gpu_copy_bytes"] >= (64 * 64 + 64) * 4
+
+
+def test_a_programs_own_triton_kernel_runs_as_an_unmodelled_kernel(phantora):
+    """runtime/triton_kernels.py Note [Triton kernels]: no GPU driver is needed; each launch is one kernel,
+    listed as unmodelled, and the values of what it may write are forgotten."""
+    pytest.importorskip("triton")
+    run = phantora(str(SCRIPTS / "triton_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen["before"] == [1, 2, 3] and seen["after"] == [0, 0, 0]  # a placeholder: the kernel wrote it
+    assert run.summary["generic_ops"] == {"triton.add_one_kernel": 2}
+    events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("ph") == "X"].count("triton.add_one_kernel") == 2
