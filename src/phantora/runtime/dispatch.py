@@ -421,19 +421,44 @@ class HybridMode(TorchDispatchMode):
         return self._run_fake_mode(func, args, kwargs)
 
     def _run_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
-        with self.fake_mode:
-            try:
+        try:
+            with self.fake_mode:
                 return func(*args, **kwargs)
-            except DynamicOutputShapeException:
-                raise NotImplementedError(
-                    f"phantora: {func} has a data-dependent output shape, which is not supported yet") from None
-            except DataDependentOutputException:
-                raise NotImplementedError(
-                    f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
-            except UnsupportedOperatorException:
-                raise NotImplementedError(
-                    f"phantora: operator {func} has no fake (meta) implementation, so it cannot be simulated; "
-                    "register one with torch.library.register_fake") from None
+        except DynamicOutputShapeException:
+            out = self._run_on_known_values(func, args, kwargs)
+            if out is not None:
+                return out
+            raise NotImplementedError(
+                f"phantora: {func} has a data-dependent output shape and its inputs' values are not known "
+                "(docs/runtime.md, Values)") from None
+        except DataDependentOutputException:
+            raise NotImplementedError(
+                f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
+        except UnsupportedOperatorException:
+            raise NotImplementedError(
+                f"phantora: operator {func} has no fake (meta) implementation, so it cannot be simulated; "
+                "register one with torch.library.register_fake") from None
+
+    def _run_on_known_values(self, func, args: tuple, kwargs: dict) -> Any:
+        """An op whose output shape depends on its inputs' values (`nonzero`, `masked_select`, `unique`), all of
+        them known (Note [Shadow values]): it runs on the host, and its outputs are fake tensors of the real
+        results' shapes, recorded as the op's kernel; as on a GPU, the host waits to learn the size. None if
+        some input's values are not known."""
+        real = shadows.real_result(func, args, kwargs)
+        if real is None:
+            return None
+        flat_in = tree_flatten((args, kwargs))[0]
+        device = next(a.device for a in flat_in if isinstance(a, FakeTensor))
+        flat_out, spec = tree_flatten(real)
+        with self.recorder.suppress(), self.fake_mode:
+            fakes = [torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
+                     if isinstance(r, torch.Tensor) else r for r in flat_out]
+        out = tree_unflatten(fakes, spec)
+        self.recorder.record(func, args, kwargs, out)
+        if device.type == "cuda":
+            index = device.index or 0
+            self.session.wait_for_stream((index, self.recorder.current_stream_id(index)))
+        return out
 
     def _fake_like(self, t: torch.Tensor) -> FakeTensor:
         """A fresh fake tensor with `t`'s metadata (its values do not matter where it is used).
