@@ -156,3 +156,11 @@ def test_a_programs_own_triton_kernel_runs_as_an_unmodelled_kernel(phantora):
     assert run.summary["generic_ops"] == {"triton.add_one_kernel": 2}
     events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
     assert [e["name"] for e in events if e.get("ph") == "X"].count("triton.add_one_kernel") == 2
+
+
+def test_two_host_threads_issue_gpu_work_at_once(phantora):
+    """dispatch Note [Host threads]: a forward in one thread beside a backward in another (DualPipeV)."""
+    run = phantora(str(SCRIPTS / "threads_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen == {"errors": [], "devices": ["cuda:0"], "grads": 50}

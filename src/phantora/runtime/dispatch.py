@@ -23,6 +23,19 @@ A functional collective's result (`AsyncCollectiveTensor`) is such a subclass wi
 its own: it waits on its arguments, or re-wraps each output of a view op, so it is charged per op and per
 output it wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
 
+Note: [Host threads]
+A program may issue GPU work from several host threads at once: TorchTitan's DualPipeV runs a
+microbatch's forward and another's backward in two threads, which a GPU serves concurrently. A
+FakeTensorMode keeps two things per mode that are per thread in nature: whether an op's kernel is
+running (FakeTensor.device reads "meta" while it is, and dispatch asserts it is not) and the stack of its
+`with` entries. Shared between threads, one thread's op made another's tensors read as meta and failed
+its assertions; `RecordingFakeMode` keeps both per thread. The simulation's own state (the allocator
+model, known values, the recorder) is then guarded by running ops on fake tensors one at a time in a
+process (`RecordingFakeMode.one_op_at_a_time`, reentrant for an op's own inner ops). Each thread still
+launches on its own current stream, so their kernels overlap on the simulated GPU as on a real one. A
+thread that blocks inside an op (a synchronization) holds the others back as the session's lock already
+does (runtime/engine_link.py).
+
 Note: [Copying fake tensors]
 `copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each
 tensor's `__dict__`, and a FakeTensor's holds its fake mode: the copy would copy the whole simulated
@@ -270,15 +283,21 @@ class RecordingFakeMode(FakeTensorMode):
     """FakeTensorMode that reports each outermost op it executes to the recorder."""
 
     def __init__(self, recorder: KernelRecorder) -> None:
+        self._per_thread = threading.local()
         super().__init__(allow_non_fake_inputs=True)
         self.recorder = recorder
         self._depth = threading.local()
         self.hybrid: HybridMode | None = None
         self.routed = threading.local()
         """`value` is True while HybridMode is routing an op on this thread."""
+        self.one_op_at_a_time = threading.RLock()
+        """Held while an op on fake tensors runs, whatever thread issued it (Note [Host threads])."""
 
     def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
-        kwargs = kwargs or {}
+        with self.one_op_at_a_time:
+            return self._dispatch(func, types, args, kwargs or {})
+
+    def _dispatch(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
             return super().dispatch(func, types, args, kwargs)
         if self.hybrid is not None and not getattr(self.routed, "value", False):
@@ -291,6 +310,26 @@ class RecordingFakeMode(FakeTensorMode):
             self._depth.value = 0
         self.recorder.record(func, args, kwargs, out)
         return out
+
+    # FakeTensorMode's per-thread state, per thread (Note [Host threads])
+    @property
+    def in_kernel_invocation(self) -> bool:
+        return getattr(self._per_thread, "in_kernel_invocation", False)
+
+    @in_kernel_invocation.setter
+    def in_kernel_invocation(self, value: bool) -> None:
+        self._per_thread.in_kernel_invocation = value
+
+    @property
+    def enter_stack(self) -> list:
+        stack = getattr(self._per_thread, "enter_stack", None)
+        if stack is None:
+            stack = self._per_thread.enter_stack = []
+        return stack
+
+    @enter_stack.setter
+    def enter_stack(self, value: list) -> None:
+        self._per_thread.enter_stack = value
 
     def __deepcopy__(self, memo: dict) -> "RecordingFakeMode":
         """Note [Copying fake tensors]: the mode is the process's simulated device, never copied."""
@@ -378,11 +417,12 @@ class HybridMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         local = self.fake_mode.routed
-        outer, local.value = getattr(local, "value", False), True
-        try:
-            return self._route(func, types, args, kwargs or {})
-        finally:
-            local.value = outer
+        with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
+            outer, local.value = getattr(local, "value", False), True
+            try:
+                return self._route(func, types, args, kwargs or {})
+            finally:
+                local.value = outer
 
     def _route(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH:
