@@ -412,3 +412,10 @@ def test_grouped_gemms_cost_their_exact_flops_as_batched_gemms_of_the_mean_group
     uneven = OpCall("aten._grouped_mm.default", (t((tokens + 5, k)), t((groups, k, n)), t((groups,), "int32")), (),
                     (t((tokens + 5, n)),))
     assert m.estimate(uneven).flops == 2.0 * (tokens + 5) * k * n
+
+
+def test_python_bitwise_operators_on_tensors_are_elementwise():
+    """`mask_a | mask_b` reaches the dispatcher as aten.__or__ (TorchTitan's tensor-parallel masks)."""
+    for name in ("aten.__or__.Tensor", "aten.__and__.Tensor", "aten.__xor__.Tensor", "aten.__ior__.Tensor"):
+        est = model().estimate(OpCall(name, (t((4096,), "bool"), t((4096,), "bool")), (), (t((4096,), "bool"),)))
+        assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name
