@@ -419,3 +419,10 @@ def test_python_bitwise_operators_on_tensors_are_elementwise():
     for name in ("aten.__or__.Tensor", "aten.__and__.Tensor", "aten.__xor__.Tensor", "aten.__ior__.Tensor"):
         est = model().estimate(OpCall(name, (t((4096,), "bool"), t((4096,), "bool")), (), (t((4096,), "bool"),)))
         assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name
+
+
+def test_log_sigmoid_is_elementwise():
+    """Context parallelism's attention merge (TorchTitan CP) calls log_sigmoid."""
+    for name in ("aten.log_sigmoid.default", "aten.log_sigmoid_forward.default"):
+        est = model().estimate(OpCall(name, (t((4096,), "float32"),), (), (t((4096,), "float32"),)))
+        assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name

@@ -508,7 +508,7 @@ ELEMENTWISE_OPS = {
     "aten.silu_backward", "aten.gelu_backward", "aten.threshold_backward", "aten.sigmoid_backward", "aten.tanh_backward",
     "aten.hardswish_backward", "aten.leaky_relu_backward", "aten.elu_backward", "aten.softplus_backward",
     "aten.mish_backward", "aten.native_dropout_backward", "aten.hardtanh", "aten.hardtanh_backward", "aten.atan2",
-    "aten.square", "aten.xlogy", "aten.logit", "aten.heaviside", "aten.copysign", "aten.lgamma", "aten.digamma",
+    "aten.log_sigmoid", "aten.log_sigmoid_forward", "aten.log_sigmoid_backward", "aten.square", "aten.xlogy", "aten.logit", "aten.heaviside", "aten.copysign", "aten.lgamma", "aten.digamma",
     "aten.polar", "aten.complex", "aten.view_as_real", "aten.glu", "aten.glu_backward", "aten.rsub", "aten.true_divide",
     "aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_", "aten.erfc", "aten.sinh", "aten.cosh",
     "aten.asin", "aten.acos", "aten.atan", "aten.mvlgamma", "aten.sign_", "aten.logical_not_",
