@@ -148,7 +148,10 @@ def test_moe_routing_is_consistent_across_ranks_for_every_framework_style(torchr
         assert calls[0] != calls[1]  # each forward routes anew
         megatron, hf = seen[rank]["megatron"], seen[rank]["hf"]
         assert megatron["gathered"] == [seen[0]["megatron"]["counts"], seen[1]["megatron"]["counts"]]
-        assert megatron["picked"] == tokens_times_k == sum(megatron["counts"])
+        assert megatron["picked"] == megatron["picked_probs"] == tokens_times_k == sum(megatron["counts"])
+        half = len(megatron["counts"]) // 2  # experts 4r..4r+3 live on rank r
+        assert megatron["received"] == sum(sum(seen[s]["megatron"]["counts"][half * rank:half * (rank + 1)])
+                                           for s in (0, 1))
         assert hf["rows"] == megatron["counts"] and hf["hit"] == 8
         assert len(set(megatron["counts"])) > 1  # a balanced router's fluctuations, not equal counts
     assert seen[0]["megatron"]["counts"] != seen[1]["megatron"]["counts"]  # each rank routes its own tokens

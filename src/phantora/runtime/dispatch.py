@@ -486,6 +486,8 @@ class HybridMode(TorchDispatchMode):
         some input's values are not known."""
         real = shadows.real_result(func, args, kwargs)
         if real is None:
+            real = _selected_by_known_mask(func, args, kwargs)
+        if real is None:
             return None
         flat_in = tree_flatten((args, kwargs))[0]
         device = next(a.device for a in flat_in if isinstance(a, FakeTensor))
@@ -518,6 +520,21 @@ class HybridMode(TorchDispatchMode):
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
             return out
         return func(*args, **kwargs)
+
+
+def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """`masked_select` of unknown values by a known mask (Megatron's router probabilities picked by its routing
+    map): the result's size is the mask's count, its values unknown; a stand-in of that size (meta, no data)."""
+    if func is not aten.masked_select.default:
+        return None
+    source = args[0]
+    mask = args[1] if len(args) > 1 else kwargs.get("mask")
+    known = shadows.lookup(mask, synced=False) if isinstance(mask, FakeTensor) else None
+    if known is None:
+        return None
+    with torch._C._DisableTorchDispatch():
+        count = int(known.expand(torch.broadcast_shapes(source.shape, mask.shape)).sum())
+        return torch.empty(count, dtype=source.dtype, device="meta")
 
 
 def _numel(size) -> int:

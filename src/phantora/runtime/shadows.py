@@ -13,7 +13,8 @@ a broadcast (every rank's program puts the same values there, which is what a br
 true on a real cluster).
 
 A few factories make values that depend on nothing but their arguments (`arange`, `full`, `zeros`, `ones`,
-`scalar_tensor`): they run for real on the host and shadow their results, the same on every rank. So index
+`scalar_tensor`, and `zeros_like`, `ones_like`, `full_like`, `new_zeros`, ... of a tensor whose values need not
+be known): they run for real on the host and shadow their results, the same on every rank. So index
 arithmetic built from them (a round-robin expert assignment, its argsort, its bincount) stays real. Results of
 ops on shadows may be up to `MAX_COMPUTED_SHADOW_BYTES`.
 
@@ -52,6 +53,10 @@ MAX_COMPUTED_SHADOW_BYTES = 1 << 20
 FACTORIES = frozenset({torch.ops.aten.arange, torch.ops.aten.full, torch.ops.aten.zeros, torch.ops.aten.ones,
                        torch.ops.aten.scalar_tensor})
 """Ops whose values depend only on their arguments, wherever they run (`empty` and the random ones do not)."""
+SHAPE_FACTORIES = frozenset({torch.ops.aten.zeros_like, torch.ops.aten.ones_like, torch.ops.aten.full_like,
+                             torch.ops.aten.new_zeros, torch.ops.aten.new_ones, torch.ops.aten.new_full})
+"""Factories whose values depend on their arguments and their tensor argument's shape and dtype, not on its values
+(Megatron's routing map starts as `zeros_like(logits)`)."""
 
 Everyone = Callable[[int], torch.Tensor]
 """A global rank -> the values that rank's program holds in the same place (each rank's shadow)."""
@@ -175,17 +180,22 @@ class Shadows:
 
     def applies(self, func) -> bool:
         """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
-        return bool(self._by_storage) or func.overloadpacket in FACTORIES
+        return bool(self._by_storage) or func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
 
     def _real_inputs(self, func, flat: list) -> tuple[list, list] | None:
         """The op's flattened arguments with each fake tensor replaced by its values (or `Pending` values), and
         each fake tensor's every-rank values (None where not known that way); None if a fake tensor's values
         are not known."""
-        factory = func.overloadpacket in FACTORIES
+        shaped_by_input = func.overloadpacket in SHAPE_FACTORIES
+        factory = shaped_by_input or func.overloadpacket in FACTORIES
         real, per_rank = [], []
         for a in flat:
             if isinstance(a, FakeTensor):
                 known = self._known(a)
+                if known is None and shaped_by_input:  # its shape and dtype alone matter
+                    with torch._C._DisableTorchDispatch():
+                        stand_in = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype)
+                    known = (stand_in, functools.partial(_same, stand_in))
                 if known is None:
                     return None
                 real.append(known[0])
@@ -338,6 +348,11 @@ def _nth(results: Callable[[int], list[torch.Tensor]], i: int, rank: int) -> tor
 
 def _view_of_everyone(everyone: Everyone, view: tuple, target: tuple, rank: int) -> torch.Tensor:
     return _inside(view, everyone(rank), target)
+
+
+def _same(values: torch.Tensor, rank: int) -> torch.Tensor:
+    """The same values on every rank."""
+    return values
 
 
 def _gathered(everyone: Everyone, group: tuple[int, ...], rank: int) -> torch.Tensor:

@@ -44,16 +44,27 @@ x = torch.randn(TOKENS, DIM, device="cuda", requires_grad=True)
 titan_style_moe(x).backward()
 checkpoint(titan_style_moe, x, use_reentrant=False).backward()  # forward, then its recomputation in backward
 
-# Megatron-core's alltoall dispatcher: a routing map, its column sums, all-gathered over the expert group
-_, chosen = router(x).topk(TOP_K, dim=-1)
-routing_map = torch.zeros(TOKENS, EXPERTS, dtype=torch.int32, device="cuda").scatter(1, chosen, 1).bool()
+# Megatron-core's alltoall dispatcher: a routing map and the routing probabilities scattered from topk, the map's
+# column sums all-gathered over the expert group, tokens and probabilities picked by masked_select, the tokens
+# exchanged by c10d's all_to_all_single with numpy split sizes
+logits = router(x)
+scores, chosen = logits.topk(TOP_K, dim=-1)
+probs = scores.softmax(dim=-1)
+routing_probs = torch.zeros_like(logits).scatter(1, chosen, probs)
+routing_map = torch.zeros_like(logits).int().scatter(1, chosen, 1).bool()
 local_counts = routing_map.sum(dim=0)
 every_count = funcol.all_gather_tensor(local_counts, 0, group)
 every_count = torch.ops._c10d_functional.wait_tensor(every_count)
 token_ids = torch.arange(TOKENS, device="cuda").unsqueeze(0).expand(EXPERTS, -1)
 picked = token_ids.masked_select(routing_map.T.contiguous())
+picked_probs = routing_probs.T.contiguous().masked_select(routing_map.T.contiguous())
+by_rank = every_count.view(world, world, -1)  # [source rank, destination rank, local expert]
+send = by_rank[rank].sum(dim=-1).cpu().numpy()
+recv = by_rank[:, rank].sum(dim=-1).cpu().numpy()
+received = torch.empty(int(recv.sum()), DIM, device="cuda")
+dist.all_to_all_single(received, x.detach()[picked], output_split_sizes=recv, input_split_sizes=send)
 seen["megatron"] = {"counts": local_counts.tolist(), "gathered": every_count.view(world, -1).tolist(),
-                    "picked": picked.shape[0]}
+                    "picked": picked.shape[0], "picked_probs": picked_probs.shape[0], "received": received.shape[0]}
 
 # Hugging Face's Mixtral-style loop: one_hot of the choice, the experts hit, each expert's tokens
 mask = F.one_hot(chosen, num_classes=EXPERTS).permute(2, 1, 0)
