@@ -128,3 +128,30 @@ def test_framework_idioms(torchrun):
         assert a != b and a > 0 and b > 0 and a10 == a + 40 and storage == a
         assert s["no_dispatch_record_stream"]
         assert s["moved_back"] == ["cpu", "FakeTensor", False]
+
+
+def test_moe_routing_is_consistent_across_ranks_for_every_framework_style(torchrun):
+    """runtime/routing.py Note [Simulated routing]: a router's topk of unknown scores is drawn, and what each
+    rank derives from the draw is real, so what each rank sends is what the others expect to receive; a
+    recomputed (checkpointed) router draws what its forward drew."""
+    run = torchrun(2, str(SCRIPTS / "moe_routing_probe.py"))
+    assert run.code == 0, run.stderr[-3000:]
+    seen = rank_json(run, "PROBE")
+    tokens_times_k = 256 * 2
+    for rank in (0, 1):
+        calls = seen[rank]["splits"]
+        assert len(calls) == 3 and calls[1] == calls[2]  # the checkpointed forward and its recomputation
+        for call, (send, recv) in enumerate(calls):
+            assert sum(send) == tokens_times_k
+            other = seen[1 - rank]["splits"][call]
+            assert recv[1 - rank] == other[0][rank] and recv[rank] == send[rank]
+        assert calls[0] != calls[1]  # each forward routes anew
+        megatron, hf = seen[rank]["megatron"], seen[rank]["hf"]
+        assert megatron["gathered"] == [seen[0]["megatron"]["counts"], seen[1]["megatron"]["counts"]]
+        assert megatron["picked"] == megatron["picked_probs"] == tokens_times_k == sum(megatron["counts"])
+        half = len(megatron["counts"]) // 2  # experts 4r..4r+3 live on rank r
+        assert megatron["received"] == sum(sum(seen[s]["megatron"]["counts"][half * rank:half * (rank + 1)])
+                                           for s in (0, 1))
+        assert hf["rows"] == megatron["counts"] and hf["hit"] == 8
+        assert len(set(megatron["counts"])) > 1  # a balanced router's fluctuations, not equal counts
+    assert seen[0]["megatron"]["counts"] != seen[1]["megatron"]["counts"]  # each rank routes its own tokens

@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from conftest import REPO, SCRIPTS
 
 
@@ -130,3 +132,35 @@ def test_fused_gpu_kernels_arrive_whole(phantora):
     assert probe["autocast_dtype"] == "torch.bfloat16"
     lse_bytes = 2 * 32 * 1024 * 4
     assert probe["attention_saved_bytes"] <= probe["output_bytes"] + lse_bytes + (1 << 20)
+
+
+def test_modules_with_fake_parameters_deep_copy_as_on_a_gpu(phantora):
+    """A pipeline split deep-copies the whole model (TorchTitan): the copy's tensors are new, on the same
+    device, and a GPU module's copy takes GPU memory (dispatch Note [Copying fake tensors])."""
+    run = phantora(str(SCRIPTS / "deepcopy_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen["new_parameter"] and seen["requires_grad"]
+    assert seen["shapes"] == [[2048, 1024], [2048, 1024]] and seen["devices"] == ["cpu", "cuda:0"]
+    assert seen["gpu_copy_bytes"] >= (64 * 64 + 64) * 4
+
+
+def test_a_programs_own_triton_kernel_runs_as_an_unmodelled_kernel(phantora):
+    """runtime/triton_kernels.py Note [Triton kernels]: no GPU driver is needed; each launch is one kernel,
+    listed as unmodelled, and the values of what it may write are forgotten."""
+    pytest.importorskip("triton")
+    run = phantora(str(SCRIPTS / "triton_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen["before"] == [1, 2, 3] and seen["after"] == [0, 0, 0]  # a placeholder: the kernel wrote it
+    assert run.summary["generic_ops"] == {"triton.add_one_kernel": 2}
+    events = json.loads((run.out_dir / "trace.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("ph") == "X"].count("triton.add_one_kernel") == 2
+
+
+def test_two_host_threads_issue_gpu_work_at_once(phantora):
+    """dispatch Note [Host threads]: a forward in one thread beside a backward in another (DualPipeV)."""
+    run = phantora(str(SCRIPTS / "threads_probe.py"))
+    assert run.code == 0, run.stderr[-2000:]
+    seen = run.tagged_json("PROBE")
+    assert seen == {"errors": [], "devices": ["cuda:0"], "grads": 50}

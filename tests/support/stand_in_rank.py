@@ -191,7 +191,9 @@ def main() -> int:
     config = RankConfig.from_env()
     rank = config.rank
     if args.env_dump:
-        print("ENV " + json.dumps({**{k: os.environ.get(k) for k in ENV_KEYS}, "argv": sys.argv[1:]}))
+        error_dir = os.path.dirname(os.environ.get("TORCHELASTIC_ERROR_FILE", ""))
+        print("ENV " + json.dumps({**{k: os.environ.get(k) for k in ENV_KEYS}, "argv": sys.argv[1:],
+                                   "error_file_folder_exists": os.path.isdir(error_dir)}))
     for i in range(args.lines):
         print(f"hello {i} from rank {rank} of {config.world_size}")
     print(f"rank {rank} stderr line", file=sys.stderr)

@@ -17,3 +17,13 @@ def test_split_sizes_that_a_gpu_run_refuses_are_refused_with_its_message():
         check_split_sizes([5, 5], rows, 4)
     with pytest.raises(RuntimeError, match="does not divide equally across group size"):
         check_split_sizes(None, rows, 4)
+
+
+def test_split_sizes_may_be_any_sequence_of_integers_c10d_takes():
+    """Megatron-core passes numpy arrays (its all-to-all dispatcher's `.numpy()` of the counts)."""
+    import numpy as np
+
+    check_split_sizes(np.array([4, 6]), torch.empty(10, 3), 2)
+    check_split_sizes(np.array([], dtype=np.int64), torch.empty(8, 3), 4)
+    with pytest.raises(RuntimeError, match="Split sizes doesn't match total dim 0 size"):
+        check_split_sizes(np.array([4, 5]), torch.empty(10, 3), 2)

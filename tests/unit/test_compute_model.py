@@ -365,3 +365,64 @@ def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
     factors = ds.in_step_factors(step, cold, warm)
     assert factors == {("gemm", 3): pytest.approx(1.0), ("all", 3): pytest.approx(1.0)}
     assert ds.size_class(19_999) == 0 and ds.size_class(20_000) == 1 and ds.size_class(1e6) == 3
+
+
+def test_fsdp2_copy_ops_cost_the_copies_their_cuda_implementations_run():
+    """Note [FSDP2's copy ops]: all_gather_copy_in is a foreach copy into the all-gather buffer's slots;
+    split_with_sizes_copy and chunk_cat read and write each byte once (chunk_cat widening to fp32)."""
+    m = model(memory={**CAL["memory"], "copy": {"t0_ns": 1000.0, "bw_eff": 0.9},
+                      "cast_up": {"t0_ns": 2000.0, "bw_eff": 0.45}})
+    shards = (t((1 << 20,)), t((1 << 18,)))
+    buffer = t((4 * ((1 << 20) + (1 << 18)),))
+    copy_in = OpCall("fsdp.all_gather_copy_in.default", (shards, buffer, (1 << 20, 1 << 18), (1 << 20) + (1 << 18), 1),
+                     (), (t(((1 << 20) + (1 << 18),)), buffer))
+    est = m.estimate(copy_in)
+    foreach = m.estimate(OpCall("aten._foreach_copy_.default", (tuple(t(s.shape) for s in shards), shards), (), ()))
+    assert est.source == "analytic" and est.duration_ns == foreach.duration_ns
+    assert default_bytes(copy_in) == 2 * 2 * ((1 << 20) + (1 << 18))  # the shards read, then written
+    gathered = t((4, 1 << 20), "bfloat16", (1 << 20, 1))
+    params = (t((4, 1 << 19), "bfloat16", (1 << 19, 1)), t((4, 1 << 19), "bfloat16", (1 << 19, 1)))
+    split = m.estimate(OpCall("fsdp.split_with_sizes_copy.default", (gathered, (1 << 19, 1 << 19), 1),
+                              (("out", params),), ()))
+    nbytes = 2 * 2 * 4 * (1 << 20)
+    assert (split.source, split.kernel_class, split.bytes_moved) == ("analytic", "copy", nbytes)
+    assert split.duration_ns == round(1000 + nbytes / (4.8e12 * 0.9) * 1e9 + 1000)
+    grads = (t((1 << 20,), "bfloat16"),)
+    reduce_input = t((4, 1 << 18), "float32", (1 << 18, 1))
+    cat = m.estimate(OpCall("fsdp.chunk_cat.default", (grads, 0, 4), (("out", reduce_input),), ()))
+    nbytes = 2 * (1 << 20) + 4 * (1 << 20)
+    assert (cat.source, cat.bytes_moved) == ("analytic", nbytes)
+    assert cat.duration_ns == round(2000 + nbytes / (4.8e12 * 0.45) * 1e9 + 1000)
+
+
+def test_grouped_gemms_cost_their_exact_flops_as_batched_gemms_of_the_mean_group():
+    """Note [Grouped GEMMs]: forward (tokens x K by groups x K x N), input and weight gradients."""
+    m = model()
+    tokens, k, n, groups = 4096, 1024, 2048, 8
+    forward = OpCall("aten._grouped_mm.default", (t((tokens, k)), t((groups, k, n)), t((groups,), "int32")), (),
+                     (t((tokens, n)),))
+    est = m.estimate(forward)
+    assert (est.source, est.kernel_class, est.flops) == ("analytic", "gemm", 2.0 * tokens * k * n)
+    batched = m.estimate(OpCall("aten.bmm.default", (t((groups, tokens // groups, k)), t((groups, k, n))), (),
+                                (t((groups, tokens // groups, n)),)))
+    assert est.duration_ns == pytest.approx(batched.duration_ns, rel=0.05)
+    weight_grad = OpCall("aten._grouped_mm.default", (t((k, tokens), stride=(1, k)), t((tokens, n)),
+                                                      t((groups,), "int32")), (), (t((groups, k, n)),))
+    assert m.estimate(weight_grad).flops == 2.0 * tokens * k * n
+    uneven = OpCall("aten._grouped_mm.default", (t((tokens + 5, k)), t((groups, k, n)), t((groups,), "int32")), (),
+                    (t((tokens + 5, n)),))
+    assert m.estimate(uneven).flops == 2.0 * (tokens + 5) * k * n
+
+
+def test_python_bitwise_operators_on_tensors_are_elementwise():
+    """`mask_a | mask_b` reaches the dispatcher as aten.__or__ (TorchTitan's tensor-parallel masks)."""
+    for name in ("aten.__or__.Tensor", "aten.__and__.Tensor", "aten.__xor__.Tensor", "aten.__ior__.Tensor"):
+        est = model().estimate(OpCall(name, (t((4096,), "bool"), t((4096,), "bool")), (), (t((4096,), "bool"),)))
+        assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name
+
+
+def test_log_sigmoid_is_elementwise():
+    """Context parallelism's attention merge (TorchTitan CP) calls log_sigmoid."""
+    for name in ("aten.log_sigmoid.default", "aten.log_sigmoid_forward.default"):
+        est = model().estimate(OpCall(name, (t((4096,), "float32"),), (), (t((4096,), "float32"),)))
+        assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name

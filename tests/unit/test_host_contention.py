@@ -8,6 +8,7 @@ import pytest
 
 from phantora.config.run import RankConfig
 from phantora.models.host_contention import DEDICATED, H200_VM, HostContention, HostSpeed
+from phantora.protocol.records import HostSleepRecord
 from phantora.runtime.session import Session
 from recording_transport import Recording
 
@@ -87,3 +88,20 @@ def test_the_session_charges_host_work_at_its_ranks_speed_and_sleeps_in_full():
     dedicated.host_work(1_000_000)
     assert dedicated.now_ns() == round(1_000_000 / H200_VM.mean_factor())
     assert not math.isclose(dedicated.now_ns(), alone.now_ns())
+
+
+def test_the_programs_sleeps_reach_the_coordinator_as_one_sleep_record():
+    """`time.sleep` (Session.host_wait) is sent as a HostSleepRecord, so the summary keeps it apart from GPU
+    idle time (reports/breakdown.py Note [The program's own sleep]); back-to-back sleeps extend one record,
+    and a zero sleep (a yield) sends none."""
+    session = _session(0, 1, "none")
+    session.host_work(1000)
+    for _ in range(3):
+        session.host_wait(500)
+    session.host_wait(0)
+    session.host_work(1000)
+    session.host_wait(200)
+    session.finish()
+    sleeps = [r for r in session.link.transport.records if isinstance(r, HostSleepRecord)]
+    start = round(1000 / H200_VM.mean_factor())
+    assert [(r.host_ns, r.until_ns) for r in sleeps] == [(start, start + 1500), (2 * start + 1500, 2 * start + 1700)]

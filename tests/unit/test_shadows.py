@@ -1,11 +1,11 @@
-"""Known values of small GPU tensors (runtime/shadows.py Note [Shadow values]) and the random
-placeholder of `bincount` (runtime/handlers.py Note [Random routing])."""
+"""Known values of small GPU tensors (runtime/shadows.py Note [Shadow values]) and the
+drawn counts of `bincount` (runtime/routing.py Note [Simulated routing])."""
 
 import functools
 
 import torch
 
-from phantora.runtime.handlers import random_counts
+from phantora.runtime.routing import random_counts
 from phantora.runtime.shadows import _inside, _received, _view
 
 

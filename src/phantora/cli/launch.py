@@ -613,8 +613,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def _clear_stale_outputs(out_dir: Path, world_size: int) -> None:
-    """Remove what an earlier run left in the output folder, so it never mixes into this run's reports."""
+    """Remove what an earlier run left in the output folder, so it never mixes into this run's reports; make
+    each rank's folder, where torch's @record writes a failing program's traceback (TORCHELASTIC_ERROR_FILE)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    for rank in range(world_size):
+        (out_dir / f"rank{rank}").mkdir(exist_ok=True)
     for name in ("summary.json", "trace.json", "report.png", "timeline.png", OPS_FILE):
         (out_dir / name).unlink(missing_ok=True)
     for rank_dir in out_dir.glob("rank*"):

@@ -136,6 +136,7 @@ from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
     EventRecordRecord,
+    HostSleepRecord,
     HostTimeRecord,
     KernelRecord,
     RankFinished,
@@ -298,7 +299,8 @@ class _Stream:
 
 
 class _Rank:
-    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "next_kernel_ns")
+    __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "sleeps",
+                 "next_kernel_ns")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
@@ -312,6 +314,8 @@ class _Rank:
         self.sync: SyncRequest | None = None
         self.sync_mark: _Mark | None = None
         self.waits: list[HostWait] = []
+        self.sleeps: list[tuple[int, int]] = []
+        """[from, until) of the program's own sleeps (HostSleepRecord), in order, touching ones joined."""
 
     def stream(self, stream_id: int) -> _Stream:
         s = self.streams.get(stream_id)
@@ -481,6 +485,15 @@ class Coordinator:
                 self._querying.add(rk.rank)
         elif kind is HostTimeRecord:
             pass
+        elif kind is HostSleepRecord:
+            if not isinstance(record.until_ns, int) or record.until_ns < host_ns:
+                raise ProtocolError(f"rank {rk.rank}: HostSleepRecord ends at {record.until_ns!r} ns, before it "
+                                    f"starts ({host_ns} ns)")
+            rk.host_ns = record.until_ns
+            if rk.sleeps and rk.sleeps[-1][1] == host_ns:
+                rk.sleeps[-1] = (rk.sleeps[-1][0], record.until_ns)
+            elif record.until_ns > host_ns:
+                rk.sleeps.append((host_ns, record.until_ns))
         elif kind is RankFinished:
             rk.state = _FINISHED
         else:
@@ -766,6 +779,10 @@ class Coordinator:
 
     def host_waits(self, rank: int) -> list[HostWait]:
         return list(self._ranks[rank].waits)
+
+    def host_sleeps(self, rank: int) -> list[tuple[int, int]]:
+        """[from, until) of each of `rank`'s own sleeps (`time.sleep` in the program), in order."""
+        return list(self._ranks[rank].sleeps)
 
     def host_blocked_ns(self, rank: int) -> int:
         return sum(w.until_ns - w.from_ns for w in self._ranks[rank].waits)

@@ -443,6 +443,9 @@ def _packaged_calibration(gpu: str) -> Calibration:
 # ----------------------------------------------------------------------------- op classes
 
 GEMM_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm", "aten.addbmm", "aten.mv", "aten.addmv", "aten.dot"}
+GROUPED_GEMM_OPS = {"aten._grouped_mm", "aten._scaled_grouped_mm"}
+"""Grouped GEMMs (a mixture-of-experts layer's experts in one kernel: CUTLASS on sm90, not cuBLAS): Note
+[Grouped GEMMs]."""
 ATTENTION_OPS = {
     "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
     "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
@@ -500,11 +503,12 @@ ELEMENTWISE_OPS = {
     "aten.addcdiv", "aten.addcdiv_", "aten.maximum", "aten.minimum", "aten.fmax", "aten.fmin", "aten.remainder",
     "aten.fmod", "aten.floor_divide", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge", "aten.logical_and",
     "aten.logical_or", "aten.logical_not", "aten.logical_xor", "aten.bitwise_and", "aten.bitwise_or", "aten.bitwise_not",
-    "aten.bitwise_xor", "aten.isnan", "aten.isinf", "aten.isfinite", "aten.nan_to_num", "aten.nan_to_num_",
+    "aten.bitwise_xor", "aten.__and__", "aten.__or__", "aten.__xor__", "aten.__iand__", "aten.__ior__", "aten.__ixor__",
+    "aten.isnan", "aten.isinf", "aten.isfinite", "aten.nan_to_num", "aten.nan_to_num_",
     "aten.silu_backward", "aten.gelu_backward", "aten.threshold_backward", "aten.sigmoid_backward", "aten.tanh_backward",
     "aten.hardswish_backward", "aten.leaky_relu_backward", "aten.elu_backward", "aten.softplus_backward",
     "aten.mish_backward", "aten.native_dropout_backward", "aten.hardtanh", "aten.hardtanh_backward", "aten.atan2",
-    "aten.square", "aten.xlogy", "aten.logit", "aten.heaviside", "aten.copysign", "aten.lgamma", "aten.digamma",
+    "aten.log_sigmoid", "aten.log_sigmoid_forward", "aten.log_sigmoid_backward", "aten.square", "aten.xlogy", "aten.logit", "aten.heaviside", "aten.copysign", "aten.lgamma", "aten.digamma",
     "aten.polar", "aten.complex", "aten.view_as_real", "aten.glu", "aten.glu_backward", "aten.rsub", "aten.true_divide",
     "aten._amp_foreach_non_finite_check_and_unscale_", "aten._amp_update_scale_", "aten.erfc", "aten.sinh", "aten.cosh",
     "aten.asin", "aten.acos", "aten.atan", "aten.mvlgamma", "aten.sign_", "aten.logical_not_",
@@ -535,13 +539,13 @@ MEMORY_KIND_OF_CLASS: dict[str, str] = {
 def classify(name: str) -> KernelClass | None:
     """Kernel class of an op name; None for an op with no specific model."""
     p = packet_name(name)
-    if p in GEMM_OPS:
+    if p in GEMM_OPS or p in GROUPED_GEMM_OPS:
         return "gemm"
     if p in ATTENTION_OPS:
         return "attention"
     if p.startswith("aten._foreach_") or p in FUSED_OPTIMIZER_OPS or p == "aten._amp_foreach_non_finite_check_and_unscale_":
         return "foreach"
-    if p in CAST_COPY_OPS or p in COPY_OPS:
+    if p in CAST_COPY_OPS or p in COPY_OPS or p in FSDP_COPY_ARGS:
         return "copy"
     if p in MEMSET_OPS:
         return "memset"
@@ -593,6 +597,9 @@ def default_bytes(op: OpCall) -> float:
         return float(src + (outs or (unique_bytes(ins[0]) if ins else 0)))
     if p in MEMSET_OPS:
         return float(outs)
+    if p == "fsdp.all_gather_copy_in":  # its inputs, read, then written into their slots of the buffer
+        copy = all_gather_copy_in_as_foreach_copy(op)
+        return float(sum(unique_bytes(t) for lst in copy.args for t in lst))
     if p in ("aten.embedding", "aten.index_select", "aten.gather", "aten.index", "aten.take") and ins:
         idx = sum(unique_bytes(t) for t in ins if t.dtype in ("int64", "int32"))
         return float(idx + 2 * outs)
@@ -638,6 +645,86 @@ def registry_flops(op: OpCall) -> float:
         return float(f(*args, out_shape=out, **kwargs))
     except Exception:  # noqa: BLE001 - a formula that rejects odd arguments: fall back to our own count
         return 0.0
+
+
+# ----------------------------------------------------------------------------- grouped GEMMs
+
+# Note [Grouped GEMMs]
+# `torch._grouped_mm(a, b, offs)` runs one GEMM per group (a mixture-of-experts layer's experts) in one
+# kernel; `offs` holds where each group ends along the grouped dimension, values the cost model does not see.
+# The forward (a: tokens x K, b: groups x K x N), the input gradient (the same with b transposed) and the
+# weight gradient (a: K x tokens and b: tokens x N, grouped along the contraction, out: groups x K x N) all
+# do 2 x tokens x K x N FLOPs whatever the split. The model costs them as `groups` GEMMs of the mean group
+# size, batched, with the GEMM efficiencies: a first-order model, not yet checked against measured grouped
+# GEMMs (uneven groups fill the GPU's tiles less well than their mean does).
+
+
+def grouped_gemm_dims(a: TensorMeta, b: TensorMeta, out: TensorMeta | None) -> tuple[int, int, int, int, float]:
+    """(groups, m, k, n, FLOPs) of a grouped GEMM: each group of the mean size, the FLOPs exact (Note
+    [Grouped GEMMs])."""
+    if len(a.shape) == 3 and len(b.shape) == 3:  # batched: every group its own operands
+        groups, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+        return groups, m, k, n, 2.0 * groups * m * k * n
+    if len(a.shape) == 2 and len(b.shape) == 3:  # rows grouped: a is tokens x K
+        groups, k, n = b.shape[0], a.shape[1], b.shape[2]
+        return groups, max(1, a.shape[0] // groups), k, n, 2.0 * a.shape[0] * k * n
+    if len(a.shape) == 3 and len(b.shape) == 2:  # columns grouped: b is K x (groups x N)
+        groups, m, k = a.shape
+        return groups, m, k, max(1, b.shape[1] // groups), 2.0 * m * k * b.shape[1]
+    groups = out.shape[0] if out is not None and len(out.shape) == 3 else 1  # contraction grouped
+    m, n = a.shape[0], b.shape[1]
+    return groups, m, max(1, a.shape[1] // groups), n, 2.0 * m * a.shape[1] * n
+
+
+# ----------------------------------------------------------------------------- FSDP2's copies
+
+# Note [FSDP2's copy ops]
+# FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) packs and unpacks its collective
+# buffers with three custom ops, whose CUDA implementations are copies:
+# - `fsdp.all_gather_copy_in`: `_foreach_copy_` of the sharded parameters into this rank's slots of
+#   the all-gather buffer (multi_tensor_apply: several launches for a large shard);
+# - `fsdp.split_with_sizes_copy`: `aten.split_with_sizes_copy.out` of the gathered buffer into the
+#   unsharded parameters (one batched copy kernel);
+# - `fsdp.chunk_cat`: `aten._chunk_cat.out` of the padded gradients into the reduce-scatter buffer,
+#   casting them to the reduce dtype (one kernel).
+# Measured database entries cover the shapes profiled; every other shape is costed as the copy its
+# CUDA implementation runs: bytes read plus bytes written at the calibrated bandwidth of that kind of
+# copy (the foreach model's for the first; a copy's, or a widening or narrowing cast's, for the others).
+FSDP_COPY_ARGS: dict[str, tuple[str, ...]] = {
+    "fsdp.all_gather_copy_in": ("all_gather_inputs", "all_gather_output", "inp_split_sizes",
+                                "all_gather_input_numel", "rank"),
+    "fsdp.split_with_sizes_copy": ("all_gather_output", "all_gather_input_split_sizes", "dim", "out"),
+    "fsdp.chunk_cat": ("tensors", "dim", "num_chunks", "out"),
+}
+"""Each FSDP2 copy op's arguments, by schema name (its library is registered only once FSDP2 is imported)."""
+
+
+def _fsdp_args(op: OpCall) -> dict[str, Any]:
+    names = FSDP_COPY_ARGS[packet_name(op.name)]
+    bound = dict(zip(names, op.args))
+    bound.update(dict(op.kwargs))
+    return bound
+
+
+def all_gather_copy_in_as_foreach_copy(op: OpCall) -> OpCall:
+    """`fsdp.all_gather_copy_in` as the `_foreach_copy_` its CUDA implementation runs: each input into a
+    contiguous slot of the all-gather buffer, in the buffer's dtype."""
+    args = _fsdp_args(op)
+    sources = tuple(_tensors(args["all_gather_inputs"]))
+    out = args["all_gather_output"]
+    slots = tuple(TensorMeta((t.numel,), out.dtype, (1,), out.device) for t in sources)
+    return OpCall("aten._foreach_copy_.default", (slots, sources), (), ())
+
+
+def fsdp_copy_kind(op: OpCall) -> str:
+    """The memory kind of `fsdp.split_with_sizes_copy` / `fsdp.chunk_cat`: a copy, or a cast when the
+    destination's dtype is wider or narrower than the source's."""
+    args = _fsdp_args(op)
+    source = args["all_gather_output"] if "all_gather_output" in args else args["tensors"]
+    src, dst = _tensors(source), _tensors(args["out"])
+    if not src or not dst or itemsize(src[0]) == itemsize(dst[0]):
+        return "copy"
+    return "cast_up" if itemsize(dst[0]) > itemsize(src[0]) else "cast_down"
 
 
 # ----------------------------------------------------------------------------- the model
@@ -764,6 +851,11 @@ class ComputeModel:
     def _analytic(self, op: OpCall) -> KernelEstimate:
         if packet_name(op.name) in FREE_OPS:
             return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
+        p = packet_name(op.name)
+        if p == "fsdp.all_gather_copy_in":  # Note [FSDP2's copy ops]
+            return self._foreach(all_gather_copy_in_as_foreach_copy(op))
+        if p in FSDP_COPY_ARGS:
+            return self._memory(op, "copy", fsdp_copy_kind(op), "analytic")
         cls = classify(op.name)
         if cls == "gemm":
             return self._gemm(op)
@@ -848,7 +940,9 @@ class ComputeModel:
         else:
             bias, a, b = None, ts[0], ts[1] if len(ts) > 1 else ts[0]
         batch = 1
-        if len(a.shape) == 3:
+        if p in GROUPED_GEMM_OPS:
+            batch, m, k, n, grouped_flops = grouped_gemm_dims(a, b, op.outputs[0] if op.outputs else None)
+        elif len(a.shape) == 3:
             batch, m, k = a.shape
             n = b.shape[-1]
         elif len(a.shape) == 2:
@@ -856,7 +950,7 @@ class ComputeModel:
             n = b.shape[-1] if len(b.shape) == 2 else 1
         else:  # dot / mv
             m, k, n = 1, a.shape[-1], 1
-        flops = registry_flops(op) or 2.0 * batch * m * n * k
+        flops = grouped_flops if p in GROUPED_GEMM_OPS else (registry_flops(op) or 2.0 * batch * m * n * k)
         nbytes = float(sum(unique_bytes(t) for t in ts) + sum(unique_bytes(o) for o in op.outputs))
         align = 16 // itemsize(a)
 

@@ -130,8 +130,8 @@ class HostConstants:
     """cuBLAS's algorithm selection for a GEMM problem (inputs' shapes, strides and dtypes) the process
     has not run before, on top of `gemm_extra_ns`; cuBLAS caches its choice, so a problem pays once.
     Steps of fixed shapes pay it in their first step only; a mixture-of-experts layer, whose experts'
-    row counts change from call to call, pays it on most expert GEMMs (Note [Random routing] in
-    runtime/handlers.py). Measured (benchmarks/h200/measure_moe_host.py, data/h200/call11-13): a
+    row counts change from call to call, pays it on most expert GEMMs (Note [Simulated routing] in
+    runtime/routing.py). Measured (benchmarks/h200/measure_moe_host.py, data/h200/call11-13): a
     bf16 [m, 256] x [256, 256] product of new m 218 µs more than of a repeated m on the host of the
     ground-truth runs (call 11, where `mm` takes 21 µs); on a host 1.8x as fast (calls 12, 13) the
     expert-sized products (k, n of 2048 and 4096, m or k ~4000: forward, input and weight gradient)

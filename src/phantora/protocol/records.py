@@ -177,6 +177,16 @@ class HostTimeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class HostSleepRecord:
+    """The program slept (`time.sleep`) from host time `host_ns` until `until_ns`, launching nothing in
+    between: host time that is neither GPU work nor a wait for it, which the summary keeps apart from the
+    GPUs' idle time. A rank that keeps sleeping extends one record rather than sending many."""
+
+    host_ns: int
+    until_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class RankFinished:
     """The rank's program ended at host time `host_ns`; it sends nothing more."""
 
@@ -184,5 +194,5 @@ class RankFinished:
 
 
 Record = Union[KernelRecord, CollectiveRecord, CoalescedRecord, EventRecordRecord, StreamWaitRecord,
-               SyncRequest, HostTimeRecord, RankFinished]
+               SyncRequest, HostTimeRecord, HostSleepRecord, RankFinished]
 """Anything a rank sends; a batch is a `list[Record]` in program order."""

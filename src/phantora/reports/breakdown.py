@@ -5,6 +5,13 @@ moment its stream reached the call, spin-wait for late peers included, as a prof
 kernels), the part of communication no compute overlaps (exposed: what overlapping would save),
 the spin-wait alone (each call's network start minus its member start), and host time blocked in
 synchronizations. Intervals are half-open [start, end) in integer nanoseconds.
+
+Note: [The program's own sleep]
+A program may sleep (`time.sleep`): TorchTitan's rank 0 sleeps 2 s after its last step "for other ranks to
+complete". That host time is neither GPU work nor a GPU waiting for work the program has, so it must not
+read as idle GPUs: while every rank sleeps or has ended, and no GPU runs anything, the run is asleep
+(`asleep_intervals`). The summary still counts the simulated time whole (the program does take that long),
+says how much of it the run slept, and gives GPU busy, TFLOP/s and MFU over the rest.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ class CoordinatorState(Protocol):
     def host_waits(self, rank: int) -> list[HostWait]: ...
 
     def host_ns(self, rank: int) -> int: ...
+
+    def host_sleeps(self, rank: int) -> list[tuple[int, int]]: ...
 
     def power(self, rank: int) -> GpuPower | None: ...
 
@@ -85,6 +94,8 @@ class RankTimeline:
     communication: list[Interval]
     exposed_communication: list[Interval]
     host_blocked: list[Interval]
+    sleeps: list[Interval]
+    """The program's own sleeps (Note [The program's own sleep])."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +112,8 @@ class RankBreakdown:
     nccl_wait_ns: int
     """Time NCCL kernels spun waiting for peers to arrive (summed over calls)."""
     host_blocked_ns: int
+    sleep_ns: int
+    """Host time the rank's program spent in its own sleeps (Note [The program's own sleep])."""
     kernels: int
     nccl_calls: int
     flops: float
@@ -114,7 +127,7 @@ def rank_timeline(state: CoordinatorState, rank: int, *, gap_ns: int = 0) -> Ran
     comm = merge(((s.start_ns, s.end_ns) for s in spans if is_nccl(s)), gap_ns=gap_ns)
     exposed = _subtract(comm, intersection(comm, compute))
     blocked = merge(((w.from_ns, w.until_ns) for w in state.host_waits(rank)), gap_ns=gap_ns)
-    return RankTimeline(compute, comm, exposed, blocked)
+    return RankTimeline(compute, comm, exposed, blocked, merge(state.host_sleeps(rank), gap_ns=gap_ns))
 
 
 def _subtract(a: list[Interval], covered: list[Interval]) -> list[Interval]:
@@ -159,5 +172,19 @@ def rank_breakdown(state: CoordinatorState, rank: int, *, host_end_ns: int = 0) 
     return RankBreakdown(
         rank=rank, end_ns=end_ns, busy_ns=length(busy), compute_ns=length(timeline.compute),
         nccl_ns=length(timeline.communication), exposed_comm_ns=length(timeline.exposed_communication),
-        nccl_wait_ns=wait_ns, host_blocked_ns=length(timeline.host_blocked), kernels=kernels, nccl_calls=calls,
-        flops=flops, kernel_ns_by_class=dict(by_class))
+        nccl_wait_ns=wait_ns, host_blocked_ns=length(timeline.host_blocked),
+        sleep_ns=length(timeline.sleeps), kernels=kernels, nccl_calls=calls, flops=flops,
+        kernel_ns_by_class=dict(by_class))
+
+
+def asleep_intervals(state: CoordinatorState, ends_ns: list[int], until_ns: int) -> list[Interval]:
+    """When the run slept (Note [The program's own sleep]): every rank asleep or ended (rank r at `ends_ns[r]`)
+    and no GPU busy, within [0, until_ns)."""
+    asleep: list[Interval] = [(0, until_ns)]
+    for rank, end_ns in enumerate(ends_ns):
+        resting = merge(state.host_sleeps(rank) + [(end_ns, until_ns)])
+        asleep = intersection(asleep, resting)
+        if not asleep:
+            return []
+    busy = merge((s.start_ns, s.end_ns) for rank in range(len(ends_ns)) for s in state.spans(rank))
+    return _subtract(asleep, intersection(asleep, busy))

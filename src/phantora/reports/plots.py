@@ -14,7 +14,7 @@ _MAX_TIMELINE_RANKS = 64
 _TIMELINE_RESOLUTION = 4000
 """Intervals closer than 1/this of the run are drawn as one (keeps million-kernel runs drawable)."""
 _COLORS = {"compute": "#4c72b0", "overlapped": "#8fbc8f", "exposed": "#dd8452", "idle": "#e5e5e5",
-           "blocked": "#999999"}
+           "blocked": "#999999", "sleep": "#d9c27a"}
 
 
 def _pyplot():
@@ -51,7 +51,8 @@ def _kernel_classes(ax, summary: dict[str, Any]) -> None:
 
 
 def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
-    """Per rank: compute only, communication overlapped by compute, exposed communication, idle."""
+    """Per rank: compute only, communication overlapped by compute, exposed communication, idle, and the run's
+    sleep (breakdown Note [The program's own sleep])."""
     rows = summary["per_rank"][:_MAX_TIMELINE_RANKS]
     total_ms = 1e3 * summary["simulated_time_s"]
     labels = [str(r["rank"]) for r in rows]
@@ -60,10 +61,12 @@ def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
         "overlapped": [1e3 * (r["nccl_s"] - r["exposed_comm_s"]) for r in rows],
         "exposed": [1e3 * r["exposed_comm_s"] for r in rows],
     }
-    parts["idle"] = [max(total_ms - sum(p[i] for p in parts.values()), 0.0) for i in range(len(rows))]
+    parts["idle"] = [max(total_ms - 1e3 * summary.get("asleep_s", 0.0) - sum(p[i] for p in parts.values()), 0.0)
+                     for i in range(len(rows))]
+    parts["sleep"] = [1e3 * summary.get("asleep_s", 0.0)] * len(rows)
     left = [0.0] * len(rows)
     names = {"compute": "compute only", "overlapped": "communication under compute",
-             "exposed": "exposed communication", "idle": "idle"}
+             "exposed": "exposed communication", "idle": "idle", "sleep": "program sleep"}
     for key, values in parts.items():
         ax.barh(labels, values, left=left, color=_COLORS[key], label=names[key])
         left = [a + b for a, b in zip(left, values)]
@@ -71,7 +74,7 @@ def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
     ax.set_xlabel("simulated time (ms)")
     ax.set_ylabel("rank")
     ax.set_title("GPU time per rank")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=4, fontsize="small", frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=5, fontsize="small", frameon=False)
 
 
 def _load_memory(out_dir: Path) -> dict[str, list] | None:
@@ -98,7 +101,8 @@ def _memory(ax, memory: dict[str, list]) -> None:
 
 
 def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, out_dir: Path) -> Path:
-    """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked (a line)."""
+    """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked or the
+    program asleep (a line)."""
     plt = _pyplot()
     world = summary["world_size"]
     shown = min(world, _MAX_TIMELINE_RANKS)
@@ -112,15 +116,18 @@ def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, o
         ax.broken_barh(_ms(t.communication), (y + 0.08, 0.4), color=_COLORS["overlapped"])
         ax.broken_barh(_ms(t.exposed_communication), (y + 0.08, 0.4), color=_COLORS["exposed"])
         ax.broken_barh(_ms(t.host_blocked), (y + 0.0, 0.06), color=_COLORS["blocked"])
+        ax.broken_barh(_ms(t.sleeps), (y + 0.0, 0.06), color=_COLORS["sleep"])
     ax.set_yticks([shown - 1 - r + 0.5 for r in range(shown)], [f"rank {r}" for r in range(shown)])
     ax.set_ylim(0, shown)
     ax.set_xlim(0, sim_ns / 1e6)
     ax.set_xlabel("simulated time (ms)")
     more = f" (first {shown} of {world} ranks)" if shown < world else ""
-    ax.set_title(f"Timeline{more}: compute (top), NCCL exposed / under compute (bottom), host blocked (line)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=_COLORS[k]) for k in ("compute", "exposed", "overlapped", "blocked")]
-    ax.legend(handles, ["compute", "NCCL exposed", "NCCL under compute", "host blocked"], loc="upper center",
-              bbox_to_anchor=(0.5, -0.12 - 0.6 / shown), fontsize="small", ncols=4, frameon=False)
+    ax.set_title(f"Timeline{more}: compute (top), NCCL exposed / under compute (bottom), host blocked or asleep "
+                 "(line)")
+    kinds = ("compute", "exposed", "overlapped", "blocked", "sleep")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=_COLORS[k]) for k in kinds]
+    ax.legend(handles, ["compute", "NCCL exposed", "NCCL under compute", "host blocked", "program sleep"],
+              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / shown), fontsize="small", ncols=5, frameon=False)
     fig.tight_layout()
     path = out_dir / "timeline.png"
     fig.savefig(path, dpi=110)

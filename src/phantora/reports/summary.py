@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from phantora.models.gpu import GpuSpec
 from phantora.models.network import ClusterNetworkConfig
-from phantora.reports.breakdown import CoordinatorState, RankBreakdown, rank_breakdown
+from phantora.reports.breakdown import CoordinatorState, RankBreakdown, asleep_intervals, length, rank_breakdown
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "gemm_problems",
@@ -74,17 +74,19 @@ def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
     return dict(total.most_common())
 
 
-def _rank_row(b: RankBreakdown, sim_ns: int, result: dict[str, Any] | None) -> dict[str, Any]:
+def _rank_row(b: RankBreakdown, awake_ns: int, result: dict[str, Any] | None) -> dict[str, Any]:
+    """`awake_ns`: the simulated time the run did not sleep (breakdown Note [The program's own sleep])."""
     devices = _devices(result or {})
     return {
         "rank": b.rank,
         "end_s": b.end_ns / NS_PER_S,
-        "busy_fraction": b.busy_ns / sim_ns if sim_ns else 0.0,
+        "busy_fraction": b.busy_ns / awake_ns if awake_ns else 0.0,
         "compute_s": b.compute_ns / NS_PER_S,
         "nccl_s": b.nccl_ns / NS_PER_S,
         "exposed_comm_s": b.exposed_comm_ns / NS_PER_S,
         "nccl_wait_s": b.nccl_wait_ns / NS_PER_S,
         "host_blocked_s": b.host_blocked_ns / NS_PER_S,
+        "sleep_s": b.sleep_ns / NS_PER_S,
         "kernels": b.kernels,
         "nccl_calls": b.nccl_calls,
         "flops": b.flops,
@@ -110,10 +112,13 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
                   for r in range(world_size)]
     sim_ns = max((b.end_ns for b in breakdowns), default=0)
-    rows = [_rank_row(b, sim_ns, results.get(b.rank)) for b in breakdowns]
+    asleep_ns = length(asleep_intervals(coordinator, [b.end_ns for b in breakdowns], sim_ns))
+    awake_ns = sim_ns - asleep_ns
+    rows = [_rank_row(b, awake_ns, results.get(b.rank)) for b in breakdowns]
     reported = list(results.values())
     flops = sum(b.flops for b in breakdowns)
     sim_s = sim_ns / NS_PER_S
+    awake_s = awake_ns / NS_PER_S
     peak_bf16 = gpu.peak_flops.get("bf16", 0.0)
     by_class: Counter = Counter()
     for b in breakdowns:
@@ -125,6 +130,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "world_size": world_size, "exit_code": exit_code, "complete": complete,
         "ranks_reported": len(results),
         "simulated_time_s": sim_s,
+        "asleep_s": asleep_ns / NS_PER_S,
         "gpu_busy_fraction": _mean(rows, "busy_fraction"),
         "compute_s": _mean(rows, "compute_s"),
         "nccl_s": _mean(rows, "nccl_s"),
@@ -132,8 +138,8 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "nccl_wait_s": _mean(rows, "nccl_wait_s"),
         "host_blocked_s": _mean(rows, "host_blocked_s"),
         "flops": flops,
-        "achieved_tflops": flops / world_size / sim_s / 1e12 if sim_s else 0.0,
-        "mfu_vs_bf16_peak": flops / (sim_s * world_size * peak_bf16) if sim_s and peak_bf16 else None,
+        "achieved_tflops": flops / world_size / awake_s / 1e12 if awake_s else 0.0,
+        "mfu_vs_bf16_peak": flops / (awake_s * world_size * peak_bf16) if awake_s and peak_bf16 else None,
         "peak_allocated_gib": max((r["peak_allocated_gib"] for r in rows), default=0.0),
         "peak_reserved_gib": max((r["peak_reserved_gib"] for r in rows), default=0.0),
         "ooms": sum(r["ooms"] for r in rows),
@@ -205,6 +211,9 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     nodes = f"{cluster['nodes']} node(s) x {cluster['gpus_per_node']} GPUs, " if world > 1 else ""
     rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)"),
             ("simulated time", f"{s['simulated_time_s']:.4f} s")]
+    if s.get("asleep_s"):
+        rows.append(("program sleep", f"{s['asleep_s']:.4f} s of it every rank slept (time.sleep) or had ended: not "
+                                      "GPU idle time; busy, TFLOP/s and MFU are over the rest"))
     if s["simulated_time_s"] > 0:
         per = " (mean over ranks)" if world > 1 else ""
         rows += [("GPU busy", f"{100 * s['gpu_busy_fraction']:.1f} %{per}")]

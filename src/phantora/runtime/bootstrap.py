@@ -19,7 +19,7 @@ def install(config: RankConfig):
     """Install the fake CUDA device, interception and virtual clock into this process."""
     import torch
 
-    from phantora.runtime import cuda_api, distributed, functional_collectives, native
+    from phantora.runtime import cuda_api, distributed, functional_collectives, native, triton_kernels
     from phantora.runtime.clock import VirtualClock
     from phantora.runtime.compile import install_compile_fallback
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
@@ -57,6 +57,7 @@ def install(config: RankConfig):
     install_addresses(recorder)
     install_extension_stand_ins()
     install_library_probes(RecordingFakeMode)
+    triton_kernels.install(recorder)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)

@@ -291,8 +291,8 @@ def _install_native_events(api: CudaApi) -> list:
 
 class PhiloxGenerator(torch.Generator):
     """A CUDA default generator: its state is CUDA's Philox (seed, offset) as 16 bytes, which code
-    such as DTensor's RNG tracker reads and edits. No random values are drawn on a simulated GPU, so
-    the state is only kept, not advanced."""
+    such as DTensor's RNG tracker reads and edits. No random values are drawn on a simulated GPU; only
+    a drawn routing choice advances the offset (Note [Simulated routing] in runtime/routing.py)."""
 
     def __init__(self, device: int) -> None:
         super().__init__()

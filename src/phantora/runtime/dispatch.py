@@ -23,6 +23,27 @@ A functional collective's result (`AsyncCollectiveTensor`) is such a subclass wi
 its own: it waits on its arguments, or re-wraps each output of a view op, so it is charged per op and per
 output it wraps (`HostModel.async_collective_op_ns`) rather than as DTensor.
 
+Note: [Host threads]
+A program may issue GPU work from several host threads at once: TorchTitan's DualPipeV runs a
+microbatch's forward and another's backward in two threads, which a GPU serves concurrently. A
+FakeTensorMode keeps two things per mode that are per thread in nature: whether an op's kernel is
+running (FakeTensor.device reads "meta" while it is, and dispatch asserts it is not) and the stack of its
+`with` entries. Shared between threads, one thread's op made another's tensors read as meta and failed
+its assertions; `RecordingFakeMode` keeps both per thread. The simulation's own state (the allocator
+model, known values, the recorder) is then guarded by running ops on fake tensors one at a time in a
+process (`RecordingFakeMode.one_op_at_a_time`, reentrant for an op's own inner ops). Each thread still
+launches on its own current stream, so their kernels overlap on the simulated GPU as on a real one. A
+thread that blocks inside an op (a synchronization) holds the others back as the session's lock already
+does (runtime/engine_link.py).
+
+Note: [Copying fake tensors]
+`copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each
+tensor's `__dict__`, and a FakeTensor's holds its fake mode: the copy would copy the whole simulated
+device (the session with its lock and models; the lock cannot be pickled, which stopped TorchTitan's
+pipeline split of Llama-3 8B, whose large buffers are fake CPU tensors, Note [Hybrid dispatch]). A
+copied tensor stays on the one simulated device (`RecordingFakeMode.__deepcopy__`), as a copied CUDA
+tensor stays on its GPU; its values are a clone, a device-to-device copy on the GPU as on a real one.
+
 Note: [Foreign fake modes]
 Library code computes metadata under its own FakeTensorMode: DTensor's sharding propagation, on a
 cache miss, builds fake tensors of the *global* shapes (`OpSchema.gen_fake_args`, `empty_strided`
@@ -262,15 +283,21 @@ class RecordingFakeMode(FakeTensorMode):
     """FakeTensorMode that reports each outermost op it executes to the recorder."""
 
     def __init__(self, recorder: KernelRecorder) -> None:
+        self._per_thread = threading.local()
         super().__init__(allow_non_fake_inputs=True)
         self.recorder = recorder
         self._depth = threading.local()
         self.hybrid: HybridMode | None = None
         self.routed = threading.local()
         """`value` is True while HybridMode is routing an op on this thread."""
+        self.one_op_at_a_time = threading.RLock()
+        """Held while an op on fake tensors runs, whatever thread issued it (Note [Host threads])."""
 
     def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
-        kwargs = kwargs or {}
+        with self.one_op_at_a_time:
+            return self._dispatch(func, types, args, kwargs or {})
+
+    def _dispatch(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
             return super().dispatch(func, types, args, kwargs)
         if self.hybrid is not None and not getattr(self.routed, "value", False):
@@ -283,6 +310,30 @@ class RecordingFakeMode(FakeTensorMode):
             self._depth.value = 0
         self.recorder.record(func, args, kwargs, out)
         return out
+
+    # FakeTensorMode's per-thread state, per thread (Note [Host threads])
+    @property
+    def in_kernel_invocation(self) -> bool:
+        return getattr(self._per_thread, "in_kernel_invocation", False)
+
+    @in_kernel_invocation.setter
+    def in_kernel_invocation(self, value: bool) -> None:
+        self._per_thread.in_kernel_invocation = value
+
+    @property
+    def enter_stack(self) -> list:
+        stack = getattr(self._per_thread, "enter_stack", None)
+        if stack is None:
+            stack = self._per_thread.enter_stack = []
+        return stack
+
+    @enter_stack.setter
+    def enter_stack(self, value: list) -> None:
+        self._per_thread.enter_stack = value
+
+    def __deepcopy__(self, memo: dict) -> "RecordingFakeMode":
+        """Note [Copying fake tensors]: the mode is the process's simulated device, never copied."""
+        return self
 
 
 def _is_foreign(a: Any) -> bool:
@@ -366,11 +417,12 @@ class HybridMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         local = self.fake_mode.routed
-        outer, local.value = getattr(local, "value", False), True
-        try:
-            return self._route(func, types, args, kwargs or {})
-        finally:
-            local.value = outer
+        with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
+            outer, local.value = getattr(local, "value", False), True
+            try:
+                return self._route(func, types, args, kwargs or {})
+            finally:
+                local.value = outer
 
     def _route(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH:
@@ -409,19 +461,46 @@ class HybridMode(TorchDispatchMode):
         return self._run_fake_mode(func, args, kwargs)
 
     def _run_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
-        with self.fake_mode:
-            try:
+        try:
+            with self.fake_mode:
                 return func(*args, **kwargs)
-            except DynamicOutputShapeException:
-                raise NotImplementedError(
-                    f"phantora: {func} has a data-dependent output shape, which is not supported yet") from None
-            except DataDependentOutputException:
-                raise NotImplementedError(
-                    f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
-            except UnsupportedOperatorException:
-                raise NotImplementedError(
-                    f"phantora: operator {func} has no fake (meta) implementation, so it cannot be simulated; "
-                    "register one with torch.library.register_fake") from None
+        except DynamicOutputShapeException:
+            out = self._run_on_known_values(func, args, kwargs)
+            if out is not None:
+                return out
+            raise NotImplementedError(
+                f"phantora: {func} has a data-dependent output shape and its inputs' values are not known "
+                "(docs/runtime.md, Values)") from None
+        except DataDependentOutputException:
+            raise NotImplementedError(
+                f"phantora: {func} reads tensor values on the GPU, which is not supported yet") from None
+        except UnsupportedOperatorException:
+            raise NotImplementedError(
+                f"phantora: operator {func} has no fake (meta) implementation, so it cannot be simulated; "
+                "register one with torch.library.register_fake") from None
+
+    def _run_on_known_values(self, func, args: tuple, kwargs: dict) -> Any:
+        """An op whose output shape depends on its inputs' values (`nonzero`, `masked_select`, `unique`), all of
+        them known (Note [Shadow values]): it runs on the host, and its outputs are fake tensors of the real
+        results' shapes, recorded as the op's kernel; as on a GPU, the host waits to learn the size. None if
+        some input's values are not known."""
+        real = shadows.real_result(func, args, kwargs)
+        if real is None:
+            real = _selected_by_known_mask(func, args, kwargs)
+        if real is None:
+            return None
+        flat_in = tree_flatten((args, kwargs))[0]
+        device = next(a.device for a in flat_in if isinstance(a, FakeTensor))
+        flat_out, spec = tree_flatten(real)
+        with self.recorder.suppress(), self.fake_mode:
+            fakes = [torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
+                     if isinstance(r, torch.Tensor) else r for r in flat_out]
+        out = tree_unflatten(fakes, spec)
+        self.recorder.record(func, args, kwargs, out)
+        if device.type == "cuda":
+            index = device.index or 0
+            self.session.wait_for_stream((index, self.recorder.current_stream_id(index)))
+        return out
 
     def _fake_like(self, t: torch.Tensor) -> FakeTensor:
         """A fresh fake tensor with `t`'s metadata (its values do not matter where it is used).
@@ -441,6 +520,21 @@ class HybridMode(TorchDispatchMode):
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
             return out
         return func(*args, **kwargs)
+
+
+def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """`masked_select` of unknown values by a known mask (Megatron's router probabilities picked by its routing
+    map): the result's size is the mask's count, its values unknown; a stand-in of that size (meta, no data)."""
+    if func is not aten.masked_select.default:
+        return None
+    source = args[0]
+    mask = args[1] if len(args) > 1 else kwargs.get("mask")
+    known = shadows.lookup(mask, synced=False) if isinstance(mask, FakeTensor) else None
+    if known is None:
+        return None
+    with torch._C._DisableTorchDispatch():
+        count = int(known.expand(torch.broadcast_shapes(source.shape, mask.shape)).sum())
+        return torch.empty(count, dtype=source.dtype, device="meta")
 
 
 def _numel(size) -> int:

@@ -55,7 +55,9 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def check_split_sizes(split_sizes, tensor: torch.Tensor, group_size: int) -> None:
     """ProcessGroupNCCL's checks of an all-to-all's split sizes for `tensor` (c10d `checkSplitSizes`), with
-    its messages: a program that a GPU run would stop here stops here too."""
+    its messages: a program that a GPU run would stop here stops here too. `split_sizes`: any sequence of
+    integers c10d's C++ binding takes (Megatron passes numpy arrays)."""
+    split_sizes = [] if split_sizes is None else [int(s) for s in split_sizes]
     if not split_sizes:
         if tensor.dim() == 0 or tensor.shape[0] % group_size:
             raise RuntimeError("Tensor's dim 0 does not divide equally across group size")

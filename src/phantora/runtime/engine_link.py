@@ -28,6 +28,7 @@ from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
     EventRecordRecord,
+    HostSleepRecord,
     HostTimeRecord,
     KernelRecord,
     RankFinished,
@@ -101,6 +102,20 @@ class EngineLink:
     def advance_host(self, duration_ns: int) -> None:
         assert duration_ns >= 0, duration_ns
         self.host_ns += duration_ns
+
+    def sleep(self, duration_ns: int) -> None:
+        """The program sleeps for `duration_ns`: the host clock advances, and the coordinator learns it was a
+        sleep (`HostSleepRecord`; a sleep right after a sleep extends it)."""
+        assert duration_ns >= 0, duration_ns
+        if duration_ns == 0:
+            return
+        with self.lock:
+            start, self.host_ns = self.host_ns, self.host_ns + duration_ns
+            last = self._pending[-1] if self._pending else None
+            if type(last) is HostSleepRecord and last.until_ns == start:
+                self._pending[-1] = HostSleepRecord(last.host_ns, self.host_ns)
+            else:
+                self._append(HostSleepRecord(start, self.host_ns))
 
     # -- work ------------------------------------------------------------------------------
     def kernel(self, stream_id: int, duration_ns: int, name: str, *, flops: float = 0.0, bytes_moved: float = 0.0,

@@ -73,7 +73,11 @@ def all_reduce_coalesced(mode, func, args, kwargs):
 def all_gather_into_tensor(mode, func, args, kwargs):
     inp, group_size, group_name = args[:3]
     out = _result(mode, func, args, kwargs)
-    return _issue(_group(group_name), "all_gather", [(_nbytes(inp) * group_size, [inp])], out)
+    pg = _group(group_name)
+    _issue(pg, "all_gather", [(_nbytes(inp) * group_size, [inp])], out)
+    if shadows:
+        shadows.all_gather(inp, out, list(pg.global_ranks))
+    return out
 
 
 def all_gather_into_tensor_coalesced(mode, func, args, kwargs):

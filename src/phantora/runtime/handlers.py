@@ -19,6 +19,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.models.ops import OpCall, TensorMeta
+from phantora.runtime import routing
 from phantora.runtime.dispatch import LARGE_HOST_FACTORY_NUMEL, HybridMode, RecordingFakeMode, tensor_meta
 from phantora.runtime.shadows import shadows
 
@@ -205,8 +206,11 @@ def equal(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
 
 
 def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
-    """Placeholder: every element counts as non-zero (the largest result, so memory is not underestimated)."""
+    """Of known values, the real result (Note [Shadow values]); else a placeholder: every element counts as
+    non-zero (the largest result, so memory is not underestimated)."""
     (t,) = args[:1]
+    if shadows.lookup(t, synced=False) is not None:
+        return mode.run_fake(func, args, kwargs)  # a data-dependent shape of known values: HybridMode runs it
     _read_to_host(mode, t, blocking=True)  # the real kernel syncs to learn the output size
     mode.session.note_placeholder("nonzero")
     with mode.fake_mode:
@@ -215,36 +219,25 @@ def nonzero(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-# Note [Random routing]
-# `bincount` has a data-dependent output size, and a mixture-of-experts layer counts its tokens per
-# expert with it (`torch.bincount(expert_ids, minlength=n_experts)`), moves the counts to the host
-# and sizes its all-to-alls and its experts' GEMMs by them. The GPU values do not exist here. With
-# `minlength` (the number of bins) and no weights, the placeholder counts n elements whose bins are
-# drawn uniformly at random: what a balanced router gives (the load the usual load-balancing loss
-# aims for), with the fluctuations a real router has. Balanced counts alone would give every expert
-# the same row count in every layer and step, where a real run's row counts vary, and a GEMM of a
-# row count the process has not run before pays cuBLAS's algorithm selection on the host
-# (models/host.py `gemm_select_ns`). Each rank routes its own tokens, so each rank draws its own
-# counts, seeded by the number of placeholder counts this process has made and by its rank: they
-# repeat from run to run, and every rank can compute any rank's draw (the programs make the same
-# calls in the same order). The shadow is therefore known on every rank (Note [Shadow values]), and
-# the counts stay real on the host through the all-to-all that exchanges them. A local expert's rows
-# are then a sum of independent draws, as on a GPU (data/h200/call14: sd 73-170 rows per expert and
-# step real; one draw shared by all ranks gave multiples of the world size, sd 170, and fewer new row
-# counts). An input with a shadow is counted for real. CUDA's bincount first reads the input's
-# largest and smallest values on the host (two reductions and two device-to-host reads), which the
-# handler issues too.
-ROUTING_SEED = 20261122
-
-
-def random_counts(n: int, bins: int, draw: int, rank: int) -> torch.Tensor:
-    """n elements over `bins`, each bin drawn uniformly; the same counts for the same `draw` and `rank`."""
-    generator = torch.Generator().manual_seed((ROUTING_SEED + draw) * 1_000_003 + rank)
-    return torch.bincount(torch.randint(bins, (n,), generator=generator), minlength=bins)
+def topk(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """`topk` of values that are not known: its indices are drawn (Note [Simulated routing] in runtime/routing.py)."""
+    values, indices = mode.run_fake(func, args, kwargs)
+    source = args[0]
+    if (isinstance(indices, FakeTensor) and indices.device.type == "cuda" and shadows.lookup(indices) is None
+            and source.numel() <= routing.MAX_DRAW_ELEMENTS and source.numel() > 0):
+        dim = int(args[2] if len(args) > 2 else kwargs.get("dim", -1))
+        draw = routing.next_draw(_device_of(indices))
+        everyone = functools.lru_cache(maxsize=16)(functools.partial(
+            routing.drawn_topk_indices, tuple(indices.shape), dim, source.shape[dim] if source.dim() else 1, draw))
+        shadows.set(indices, everyone(mode.session.config.rank), everyone=everyone)
+        mode.session.note_placeholder("topk (drawn routing)")
+    return values, indices
 
 
 def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
-    """Note [Random routing]."""
+    """Counts of known values are real; of unknown ones, drawn (Note [Simulated routing] in runtime/routing.py).
+    CUDA's bincount first reads the input's largest and smallest values on the host (two reductions and two
+    device-to-host reads), which the handler issues too."""
     t = args[0]
     weights = args[1] if len(args) > 1 else kwargs.get("weights")
     minlength = int(args[2] if len(args) > 2 else kwargs.get("minlength", 0))
@@ -262,7 +255,7 @@ def bincount(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
         others = shadows.everyone(t)
         everyone = None if others is None else functools.partial(_bincount_of, others, minlength)
     else:
-        everyone = functools.partial(random_counts, t.numel(), minlength, mode.session.stats.placeholders["bincount"])
+        everyone = functools.partial(routing.random_counts, t.numel(), minlength, routing.next_draw(_device_of(t)))
         values = everyone(mode.session.config.rank)
         mode.session.note_placeholder("bincount")
     with mode.fake_mode:
@@ -291,4 +284,5 @@ HANDLERS = {
     aten.bincount.default: bincount,
     aten._pin_memory.default: pin_memory,
     aten.is_pinned.default: is_pinned,
+    aten.topk.default: topk,
 }

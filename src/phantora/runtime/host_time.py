@@ -49,8 +49,8 @@ from typing import Any, Callable
 SESSION_ENTRIES = ("now_ns", "host_work", "host_wait", "host_contention", "launch_kernel", "host_only_op", "synchronize_device",
                    "synchronize_stream", "wait_for_stream", "finish")
 """`Session` methods that read, advance or stamp the host clock."""
-LINK_ENTRIES = ("advance_host", "kernel", "collective", "record_event", "wait_event", "wait_stream", "sync", "query",
-                "finish")
+LINK_ENTRIES = ("advance_host", "sleep", "kernel", "collective", "record_event", "wait_event", "wait_stream", "sync",
+                "query", "finish")
 """`EngineLink` methods that read, advance or stamp the host clock (not `flush`: the flusher thread's)."""
 
 

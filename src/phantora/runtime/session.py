@@ -125,9 +125,10 @@ class Session:
             self._charge(duration_ns)
 
     def host_wait(self, duration_ns: int) -> None:
-        """The program sleeps for `duration_ns` (no CPU work: the host's speed does not apply)."""
+        """The program sleeps for `duration_ns` (no CPU work: the host's speed does not apply; the summary keeps
+        it apart from GPU idle time)."""
         with self.lock:
-            self.link.advance_host(duration_ns)
+            self.link.sleep(duration_ns)
 
     def _charge(self, cost_ns: int) -> None:
         """Advance the host clock by a host-model cost, at this rank's host speed."""

@@ -13,16 +13,21 @@ a broadcast (every rank's program puts the same values there, which is what a br
 true on a real cluster).
 
 A few factories make values that depend on nothing but their arguments (`arange`, `full`, `zeros`, `ones`,
-`scalar_tensor`): they run for real on the host and shadow their results, the same on every rank. So index
+`scalar_tensor`, and `zeros_like`, `ones_like`, `full_like`, `new_zeros`, ... of a tensor whose values need not
+be known): they run for real on the host and shadow their results, the same on every rank. So index
 arithmetic built from them (a round-robin expert assignment, its argsort, its bincount) stays real. Results of
 ops on shadows may be up to `MAX_COMPUTED_SHADOW_BYTES`.
 
-Some shadows are known on *every* rank by construction: a placeholder drawn from a seed every rank
-can compute for any rank (Note [Random routing] in runtime/handlers.py), and what ops compute from
-such shadows alone. Their entry then holds a function from a global rank to that rank's values
-(`Everyone`). An all-to-all of such a shadow is known without the other ranks' data: rank r receives
-block r of every rank s's input, computed as s would (`Shadows.all_to_all`), and the result is known
-on every rank of the group in the same way.
+Some shadows are known on *every* rank by construction: a drawn routing choice every rank can compute
+for any rank (Note [Simulated routing] in runtime/routing.py), and what ops compute from such shadows
+alone. Their entry then holds a function from a global rank to that rank's values (`Everyone`). A
+collective of such a shadow is known without the other ranks' data, and its result is known on every
+member in the same way: in an all-to-all with even splits rank r receives block r of every rank s's
+input, computed as s would (`Shadows.all_to_all`); an all-gather is every member's values in group order
+(`Shadows.all_gather`).
+
+A few ops a CUDA build runs on dtypes its CPU build does not take run on a stand-in with the same result
+(`CPU_STAND_INS`: `histc` of integers, a router's count of expert indices).
 
 Values other ranks supply (the result of a collective on known values: Note [Values through
 collectives] in runtime/collective_values.py) are `Pending`: they can be read only once every rank has
@@ -48,6 +53,10 @@ MAX_COMPUTED_SHADOW_BYTES = 1 << 20
 FACTORIES = frozenset({torch.ops.aten.arange, torch.ops.aten.full, torch.ops.aten.zeros, torch.ops.aten.ones,
                        torch.ops.aten.scalar_tensor})
 """Ops whose values depend only on their arguments, wherever they run (`empty` and the random ones do not)."""
+SHAPE_FACTORIES = frozenset({torch.ops.aten.zeros_like, torch.ops.aten.ones_like, torch.ops.aten.full_like,
+                             torch.ops.aten.new_zeros, torch.ops.aten.new_ones, torch.ops.aten.new_full})
+"""Factories whose values depend on their arguments and their tensor argument's shape and dtype, not on its values
+(Megatron's routing map starts as `zeros_like(logits)`)."""
 
 Everyone = Callable[[int], torch.Tensor]
 """A global rank -> the values that rank's program holds in the same place (each rank's shadow)."""
@@ -171,29 +180,57 @@ class Shadows:
 
     def applies(self, func) -> bool:
         """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
-        return bool(self._by_storage) or func.overloadpacket in FACTORIES
+        return bool(self._by_storage) or func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
+
+    def _real_inputs(self, func, flat: list) -> tuple[list, list] | None:
+        """The op's flattened arguments with each fake tensor replaced by its values (or `Pending` values), and
+        each fake tensor's every-rank values (None where not known that way); None if a fake tensor's values
+        are not known."""
+        shaped_by_input = func.overloadpacket in SHAPE_FACTORIES
+        factory = shaped_by_input or func.overloadpacket in FACTORIES
+        real, per_rank = [], []
+        for a in flat:
+            if isinstance(a, FakeTensor):
+                known = self._known(a)
+                if known is None and shaped_by_input:  # its shape and dtype alone matter
+                    with torch._C._DisableTorchDispatch():
+                        stand_in = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype)
+                    known = (stand_in, functools.partial(_same, stand_in))
+                if known is None:
+                    return None
+                real.append(known[0])
+                per_rank.append(known[1])
+            elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
+                return None
+            elif isinstance(a, torch.device) and a.type != "cpu":
+                if not factory:
+                    return None
+                real.append(torch.device("cpu"))  # a factory's values do not depend on where it runs
+            else:
+                real.append(a)
+        return real, per_rank
+
+    def real_result(self, func, args: tuple, kwargs: dict) -> object | None:
+        """What `func` returns on the known values of its fake tensor inputs (the op run on the host), or None
+        if some input's values are not known, or only pending (module Note: they could be read only after the
+        host waits): for ops whose output shape depends on the values (`nonzero`, `masked_select`), where the
+        fake tensor cannot say."""
+        flat, spec = tree_flatten((args, kwargs))
+        inputs = self._real_inputs(func, flat)
+        if inputs is None or any(isinstance(r, Pending) for r in inputs[0]):
+            return None
+        r_args, r_kwargs = tree_unflatten(inputs[0], spec)
+        with torch._C._DisableTorchDispatch():
+            return CPU_STAND_INS.get(func, func)(*r_args, **r_kwargs)
 
     def propagate(self, func, flat: list, spec, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
         `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
         the op's written inputs keep valid shadows)."""
-        factory = func.overloadpacket in FACTORIES
-        real, per_rank = [], []
-        for a in flat:
-            if isinstance(a, FakeTensor):
-                known = self._known(a)
-                if known is None:
-                    return False
-                real.append(known[0])
-                per_rank.append(known[1])
-            elif isinstance(a, torch.Tensor) and not (a.device.type == "cpu" and a.dim() == 0):
-                return False
-            elif isinstance(a, torch.device) and a.type != "cpu":
-                if not factory:
-                    return False
-                real.append(torch.device("cpu"))  # a factory's values do not depend on where it runs
-            else:
-                real.append(a)
+        inputs = self._real_inputs(func, flat)
+        if inputs is None:
+            return False
+        real, per_rank = inputs
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         if not outs or any(not isinstance(o, FakeTensor) or o.numel() * o.element_size() > MAX_COMPUTED_SHADOW_BYTES
                            for o in outs):
@@ -227,6 +264,16 @@ class Shadows:
             return
         everyone = functools.partial(_received, known[1], tuple(group))
         self.set(out, everyone(group[rank]), everyone=everyone)
+
+    def all_gather(self, inp: torch.Tensor, out: torch.Tensor, group: list[int]) -> None:
+        """`out` of an all-gather (along dim 0) of `inp` among the global ranks `group`: known when every
+        member's `inp` is known by construction, as the members' values in group order."""
+        known = self._known(inp)
+        if (known is None or known[1] is None or isinstance(known[0], Pending)
+                or out.shape[0] != inp.shape[0] * len(group)):
+            return
+        everyone = functools.partial(_gathered, known[1], tuple(group))
+        self.set(out, everyone(group[0]), everyone=everyone)
 
     def drop(self, storage_key: int) -> None:
         self._by_storage.pop(storage_key, None)
@@ -264,11 +311,23 @@ def _nth_pending(results: Pending, i: int) -> torch.Tensor | None:
     return None if resolved is None else resolved[i]
 
 
+def _histc_of_integers(t: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:
+    """`histc` as CUDA computes it for integer inputs (CPU's histc takes floating point only): exact for
+    integers below 2**53, in the input's dtype."""
+    if t.dtype.is_floating_point:
+        return torch.histc(t, bins, min, max)
+    return torch.histc(t.double(), bins, min, max).to(t.dtype)
+
+
+CPU_STAND_INS = {torch.ops.aten.histc.default: _histc_of_integers}
+"""Ops whose CPU kernels refuse dtypes their CUDA kernels take: a stand-in with the CUDA kernel's result."""
+
+
 def _run_real(func, spec, real: list) -> list[torch.Tensor]:
     """`func` on real values (flattened arguments `real`): its tensor results, flattened."""
     r_args, r_kwargs = tree_unflatten(real, spec)
     with torch._C._DisableTorchDispatch():
-        result = func(*r_args, **r_kwargs)
+        result = CPU_STAND_INS.get(func, func)(*r_args, **r_kwargs)
     return [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
 
 
@@ -289,6 +348,16 @@ def _nth(results: Callable[[int], list[torch.Tensor]], i: int, rank: int) -> tor
 
 def _view_of_everyone(everyone: Everyone, view: tuple, target: tuple, rank: int) -> torch.Tensor:
     return _inside(view, everyone(rank), target)
+
+
+def _same(values: torch.Tensor, rank: int) -> torch.Tensor:
+    """The same values on every rank."""
+    return values
+
+
+def _gathered(everyone: Everyone, group: tuple[int, ...], rank: int) -> torch.Tensor:
+    """What every member of `group` holds after an all-gather (the same on all): each member's values, in order."""
+    return torch.cat([everyone(member) for member in group])
 
 
 def _received(everyone: Everyone, group: tuple[int, ...], rank: int) -> torch.Tensor:

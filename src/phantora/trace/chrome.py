@@ -1,7 +1,8 @@
 """One Chrome/Perfetto trace (`trace.json`) of the whole simulated job, from the coordinator's state.
 
 Layout (open in ui.perfetto.dev or chrome://tracing): a process per rank ("rank N"); in it, a
-"host" track with the times the host blocked on a synchronization, then a track per CUDA stream
+"host" track with the times the host blocked on a synchronization or the program slept
+(`time.sleep`), then a track per CUDA stream
 ("cuda:D stream S", from `protocol.records.decode_stream`). Kernels carry their cost-model class
 as category and flops, bytes, shapes and launch time as args; an NCCL call carries, per operation,
 op, size, communicator, algorithm and protocol, and when this rank's stream reached it (member
@@ -80,6 +81,9 @@ def rank_events(state: CoordinatorState, rank: int) -> Iterator[dict]:
     for wait in state.host_waits(rank):
         if wait.until_ns > wait.from_ns:
             yield _host_event(wait, rank)
+    for start_ns, end_ns in state.host_sleeps(rank):
+        yield {"name": "time.sleep", "cat": "host_sleep", "ph": "X", "pid": rank, "tid": HOST_TID,
+               "ts": _us(start_ns), "dur": _us(end_ns - start_ns)}
     for index, stream_id in enumerate(state.stream_ids(rank), start=1):
         device, stream = decode_stream(stream_id)
         yield _meta("thread_name", rank, index, {"name": f"cuda:{device} stream {stream}"})

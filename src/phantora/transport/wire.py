@@ -34,6 +34,7 @@ from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
     EventRecordRecord,
+    HostSleepRecord,
     HostTimeRecord,
     KernelRecord,
     RankFinished,
@@ -42,7 +43,7 @@ from phantora.protocol.records import (
     SyncRequest,
 )
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """Bumped whenever a message or record changes shape; `Hello` carries it."""
 
 HEADER = struct.Struct("!I")
@@ -80,7 +81,8 @@ class Failure:
 
 
 RECORD_TYPES: tuple[type, ...] = (KernelRecord, CollectiveRecord, CoalescedRecord, EventRecordRecord,
-                                  StreamWaitRecord, SyncRequest, SyncReply, HostTimeRecord, RankFinished)
+                                  StreamWaitRecord, SyncRequest, SyncReply, HostTimeRecord, HostSleepRecord,
+                                  RankFinished)
 MESSAGE_TYPES: tuple[type, ...] = (Hello, Welcome, Failure)
 
 

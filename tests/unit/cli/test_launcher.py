@@ -80,6 +80,7 @@ def test_job_environment_output_and_reports(simulate, monkeypatch):
         assert env["MASTER_ADDR"] == "127.0.0.1" and env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
         assert env["TORCHELASTIC_RESTART_COUNT"] == "0" and env["TORCHELASTIC_MAX_RESTARTS"] == "0"
         assert env["OMP_NUM_THREADS"] == "1" and env["TORCHELASTIC_ERROR_FILE"].endswith(f"rank{rank}/error.json")
+        assert env["error_file_folder_exists"]  # torch's @record can write the program's traceback there
         rank_config = json.loads(env["PHANTORA_RUN_CONFIG"])
         assert (rank_config["rank"], rank_config["world_size"]) == (rank, 4)
         assert rank_config["coordinator"].startswith("127.0.0.1:") and rank_config["devices_per_process"] == 2

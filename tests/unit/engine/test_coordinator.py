@@ -33,6 +33,7 @@ from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
     EventRecordRecord,
+    HostSleepRecord,
     HostTimeRecord,
     KernelRecord,
     RankFinished,
@@ -269,6 +270,19 @@ def test_bad_input_is_rejected():
         Coordinator(2, FixedNetwork()).submit(1, [SEND(0, 0, 0, 1, 0, 8)])
     with pytest.raises(CollectiveMismatchError, match="root"):
         Coordinator(2, FixedNetwork()).submit(0, [CollectiveRecord(0, 0, (0, 1), 0, "broadcast", 8)])
+    with pytest.raises(ProtocolError, match="before it starts"):
+        Coordinator(1, FixedNetwork()).submit(0, [HostSleepRecord(10, 5)])
+
+
+def test_a_sleep_advances_the_rank_and_is_kept_apart():
+    """The program's own sleeps (HostSleepRecord): touching ones join; the rank's clock moves to the end; a later
+    record may not go back into it."""
+    c = Coordinator(1, FixedNetwork())
+    c.submit(0, [K(0, 0, 10), HostSleepRecord(10, 20), HostSleepRecord(20, 30), HostSleepRecord(40, 40),
+                 HostSleepRecord(50, 60)])
+    assert c.host_sleeps(0) == [(10, 30), (50, 60)] and c.host_ns(0) == 60
+    with pytest.raises(ProtocolError, match="before the rank's clock"):
+        c.submit(0, [K(0, 55, 1)])
 
 
 def test_an_uneven_all_to_all_takes_as_long_as_its_largest_member():

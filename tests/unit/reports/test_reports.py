@@ -10,6 +10,7 @@ from phantora.models.interference import GpuSharing
 from phantora.models.network import Completion, NetworkSimulator, Topology, cluster_from_flags
 from phantora.protocol.records import (
     CollectiveRecord,
+    HostSleepRecord,
     KernelRecord,
     RankFinished,
     SyncRequest,
@@ -191,3 +192,46 @@ def test_summary_says_how_much_the_power_cap_slowed_the_gpus(tmp_path):
     print_summary(s, file=text)
     assert f"power cap         500 W: GEMM and attention {100 * power['slowdown']:.1f} % slower" in text.getvalue()
     assert summarise(two_ranks(), tmp_path)["power_cap"] is None
+
+
+def test_the_programs_own_sleep_is_not_gpu_idle_time(tmp_path):
+    """Breakdown Note [The program's own sleep]: rank 0 sleeps 2000 ns after its work (as TorchTitan's rank 0
+    does before it exits) while rank 1 has ended; the run slept then, and busy, TFLOP/s and MFU are over the
+    200 ns before."""
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [KernelRecord(0, 0, 100, "gemm0", 1e9, 0.0, "gemm"),
+                 CollectiveRecord(1, 50, (0, 1), 0, "all_reduce", 100, None, "w"), SyncRequest(1, 60, "device")])
+    c.submit(1, [KernelRecord(0, 0, 80, "gemm1", 2e9, 0.0, "gemm"),
+                 CollectiveRecord(0, 10, (0, 1), 0, "all_reduce", 100, None, "w"), SyncRequest(1, 20, "device")])
+    c.submit(0, [HostSleepRecord(200, 1200), HostSleepRecord(1200, 2200), RankFinished(2200)])
+    c.submit(1, [RankFinished(190)])
+    assert c.done and c.host_sleeps(0) == [(200, 2200)] and c.host_sleeps(1) == []
+    b0 = rank_breakdown(c, 0)
+    assert (b0.end_ns, b0.sleep_ns, b0.host_blocked_ns) == (2200, 2000, 120)  # a sleep is not a blocked host
+    s = summarise(c, tmp_path)
+    assert s["simulated_time_s"] == 2200e-9 and s["asleep_s"] == 2000e-9
+    assert [r["busy_fraction"] for r in s["per_rank"]] == [180 / 200, 180 / 200]
+    assert s["per_rank"][0]["sleep_s"] == 2000e-9
+    assert s["achieved_tflops"] == 3e9 / 2 / 200e-9 / 1e12
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert "program sleep" in text.getvalue() and "0.0000 s of it every rank slept" in text.getvalue()
+    events = json.loads(_trace_text(c, tmp_path))["traceEvents"]
+    assert [(e["ts"], e["dur"]) for e in events if e.get("cat") == "host_sleep"] == [(0.2, 2.0)]
+
+
+def test_a_sleep_while_other_ranks_work_is_not_the_runs_sleep(tmp_path):
+    """Only time when every rank sleeps or has ended, and no GPU works, is taken out."""
+    c = Coordinator(2, FixedNetwork())
+    c.submit(0, [HostSleepRecord(0, 500), KernelRecord(0, 500, 100, "k0", 0.0, 0.0, "gemm"), RankFinished(600)])
+    c.submit(1, [KernelRecord(0, 0, 300, "k1", 0.0, 0.0, "gemm"), HostSleepRecord(0, 400), RankFinished(400)])
+    assert c.done
+    s = summarise(c, tmp_path)
+    assert s["asleep_s"] == 200e-9  # [300, 500): both hosts asleep (rank 1's ended at 400), both GPUs idle
+    assert [r["busy_fraction"] for r in s["per_rank"]] == [100 / 400, 300 / 400]
+
+
+def _trace_text(c, tmp_path) -> str:
+    path = tmp_path / "trace_sleep.json"
+    write_chrome_trace(path, c)
+    return path.read_text()

@@ -9,6 +9,7 @@ from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
     EventRecordRecord,
+    HostSleepRecord,
     HostTimeRecord,
     KernelRecord,
     RankFinished,
@@ -36,6 +37,7 @@ BATCH = [
     EventRecordRecord(5, 0, 13),
     StreamWaitRecord(1, 5, 14),
     HostTimeRecord(15),
+    HostSleepRecord(15, 2_000_000_015),
     SyncRequest(1, 16, "event", None, 5),
 ]
 
