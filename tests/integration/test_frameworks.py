@@ -30,8 +30,13 @@ def check(run, script: str, *, min_step_ms: float = 0.1) -> dict:
 
 @pytest.mark.parametrize("extra", [[], ["--moe", "mixtral"], ["--moe", "qwen2_moe"]], ids=["llama", "mixtral", "qwen2_moe"])
 def test_hf_loop(phantora, extra):
+    """Mixture-of-experts layers run their experts with `torch._grouped_mm` on float32 weights under autocast, which a
+    GPU runs as one GEMM per expert (handlers.py Note [Grouped GEMMs off the fast path])."""
     pytest.importorskip("transformers")
-    check(phantora(str(EXAMPLES / "hf_llama_loop.py"), *extra), "hf_llama_loop")
+    run = phantora(str(EXAMPLES / "hf_llama_loop.py"), *extra)
+    check(run, "hf_llama_loop")
+    if extra:
+        assert '"aten.mm.out"' in (run.out_dir / "rank0" / "ops.jsonl").read_text()
 
 
 def test_hf_trainer_accumulation_and_checkpointing(phantora):

@@ -271,6 +271,49 @@ def _bincount_of(everyone, minlength: int, rank: int) -> torch.Tensor:
     return torch.bincount(everyone(rank), minlength=minlength)
 
 
+def grouped_mm(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
+    """Note: [Grouped GEMMs off the fast path]
+    `torch._grouped_mm` as a CUDA build runs it (GroupedBlas.cpp `_grouped_mm_cuda`): bf16 operands and output on
+    compute capability 9.0 or 10.0 are one CUTLASS kernel; anything else (float32 experts under autocast, as
+    Hugging Face's MoE layers give it, or an A100) takes `_grouped_mm_fallback`: the offsets are copied to the host
+    and read (a wait), then one `mm` per group into slices of the output, or one `bmm` when both operands are 3-D.
+    PyTorch's meta kernel accepts bf16 alone, so the fallback is issued here op by op, each costed as it runs. The
+    group sizes are the offsets' values: known where the routing is (Note [Simulated routing]), else placeholders."""
+    mat_a, mat_b = args[0], args[1]
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    out_dtype = args[4] if len(args) > 4 else kwargs.get("out_dtype")
+    bf16 = torch.bfloat16
+    fast = (mat_a.dtype == mat_b.dtype == bf16 and out_dtype in (None, bf16)
+            and mode.session.gpu.compute_capability in ((9, 0), (10, 0)))
+    if fast:
+        return mode.run_fake(func, args, kwargs)
+    from torch._meta_registrations import _create_grouped_mm_output_tensor
+    with mode.fake_mode:
+        out = _create_grouped_mm_output_tensor(mat_a, mat_b, offs, out_dtype)
+    if offs is None:
+        mode.run_fake(aten.bmm.out, (mat_a, mat_b), {"out": out})
+        return out
+    ends = to_copy(mode, aten._to_copy.default, (offs,), {"device": torch.device("cpu")}).tolist()
+    start = 0
+    for group, end in enumerate(ends):
+        if mat_a.dim() == 2 and mat_b.dim() == 3:
+            pieces = (_fake_view(mode, aten.slice.Tensor, mat_a, 0, start, end),
+                      _fake_view(mode, aten.select.int, mat_b, 0, group), _fake_view(mode, aten.slice.Tensor, out, 0, start, end))
+        elif mat_b.dim() == 2 and mat_a.dim() == 3:
+            pieces = (_fake_view(mode, aten.select.int, mat_a, 0, group),
+                      _fake_view(mode, aten.slice.Tensor, mat_b, 1, start, end), _fake_view(mode, aten.slice.Tensor, out, 1, start, end))
+        else:
+            pieces = (_fake_view(mode, aten.slice.Tensor, mat_a, 1, start, end),
+                      _fake_view(mode, aten.slice.Tensor, mat_b, 0, start, end), _fake_view(mode, aten.select.int, out, 0, group))
+        mode.run_fake(aten.mm.out, pieces[:2], {"out": pieces[2]})
+        start = end
+    return out
+
+
+def _fake_view(mode: HybridMode, view, *args) -> torch.Tensor:
+    return mode.run_fake(view, args, {})
+
+
 HANDLERS = {
     aten._local_scalar_dense.default: local_scalar_dense,
     aten.is_nonzero.default: is_nonzero,
@@ -282,6 +325,7 @@ HANDLERS = {
     aten.equal.default: equal,
     aten.nonzero.default: nonzero,
     aten.bincount.default: bincount,
+    aten._grouped_mm.default: grouped_mm,
     aten._pin_memory.default: pin_memory,
     aten.is_pinned.default: is_pinned,
     aten.topk.default: topk,
