@@ -159,7 +159,7 @@ def model_provider(config: TransformerConfig, args: argparse.Namespace, vp_stage
     return GPTModel(
         config=config,
         transformer_layer_spec=layer_spec(config, args, vp_stage),
-        vocab_size=args.vocab_size,
+        vocab_size=padded_vocab_size(args),
         max_sequence_length=args.seq_length,
         pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp_stage),
         post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp_stage),
@@ -219,6 +219,18 @@ class PlainAdam:
         return True, None, None
 
 
+def tokenizer(args: argparse.Namespace) -> MegatronTokenizer:
+    """Megatron's null tokenizer: token ids below --vocab-size, and its end-of-document id (--vocab-size itself)."""
+    return MegatronTokenizer.from_pretrained(metadata_path={"library": "null"}, vocab_size=args.vocab_size)
+
+
+def padded_vocab_size(args: argparse.Namespace, divisible_by: int = 128) -> int:
+    """The tokenizer's vocabulary (end-of-document id included) padded, as Megatron's training pads it, to a multiple
+    of 128 per tensor-parallel rank: every id the data holds has an embedding row."""
+    multiple = divisible_by * args.tp
+    return -(-tokenizer(args).vocab_size // multiple) * multiple
+
+
 def mock_data_iterator(args: argparse.Namespace) -> Iterator[dict]:
     """Megatron's mock GPT dataset, each data-parallel rank reading its own micro-batches."""
     config = GPTDatasetConfig(
@@ -227,8 +239,7 @@ def mock_data_iterator(args: argparse.Namespace) -> Iterator[dict]:
         reset_position_ids=False,
         reset_attention_mask=False,
         eod_mask_loss=False,
-        tokenizer=MegatronTokenizer.from_pretrained(metadata_path={"library": "null"},
-                                                    vocab_size=args.vocab_size),
+        tokenizer=tokenizer(args),
         mid_level_dataset_surplus=0.005,
     )
     samples = args.global_batch_size * args.train_iters
@@ -257,7 +268,7 @@ def flops_per_iteration(args: argparse.Namespace, config: TransformerConfig) -> 
     """Model FLOPs of one iteration (forward and backward, 3x the forward's GEMMs), all GPUs together."""
     h, s, layers = args.hidden_size, args.seq_length, args.num_layers
     mlp = 2 * h * config.ffn_hidden_size * (args.moe_router_topk if args.num_experts else 1)
-    per_token = layers * (4 * h * h + mlp + 2 * s * h) + args.vocab_size * h
+    per_token = layers * (4 * h * h + mlp + 2 * s * h) + padded_vocab_size(args) * h
     return 3 * 2 * per_token * args.global_batch_size * s
 
 

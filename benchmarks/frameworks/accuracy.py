@@ -1,13 +1,13 @@
 """Framework accuracy: Phantora's predictions for the framework programs of examples/ against their real runs.
 
-For each configuration of benchmarks/frameworks/configs.json with a measured log under
-data/frameworks/<gpu>/<name>.log, run the same program with the same arguments under Phantora on the same
-GPU model (`phantora run` for one GPU, `phantora torchrun` for several) and print measured vs predicted step
-time (median after the first 3 steps) and peak memory, the error, and the simulator's own cost. Every row is
-held out: no model constant was fitted on these programs.
+For each configuration of benchmarks/frameworks/configs.json and each GPU model with a measured log of it,
+data/frameworks/<gpu>/<name>.log, run the same program with the same arguments under Phantora on that GPU model
+(`phantora run` for one GPU, `phantora torchrun` for several) and print measured vs predicted step time (median
+after the first 3 steps) and peak memory, the error, and the simulator's own cost. Every row is held out: no
+model constant was fitted on these programs.
 
-    python benchmarks/frameworks/accuracy.py                  # every configuration with a measurement
-    python benchmarks/frameworks/accuracy.py --only hf_loop_llama1b --json rows.json
+    python benchmarks/frameworks/accuracy.py                  # every measured configuration
+    python benchmarks/frameworks/accuracy.py --gpu h200 --only hf_loop_llama1b --json rows.json
     python benchmarks/frameworks/accuracy.py --rescore rows.json   # print a table from earlier rows
 """
 
@@ -50,17 +50,17 @@ def parse_result(log: str) -> dict | None:
             "reserved_gib": float(reserved) if reserved else float("nan")}
 
 
-def phantora_command(config: dict, out: str) -> list[str]:
-    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", config["gpu"], "--out", out]
+def phantora_command(config: dict, gpu: str, out: str) -> list[str]:
+    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out]
     if config["world"] == 1:
         return [*head, "--", "python", config["script"], *config["args"]]
     return [*head, "--nproc-per-node", str(config["world"]), config["script"], *config["args"]]
 
 
-def simulate(config: dict) -> dict:
+def simulate(config: dict, gpu: str) -> dict:
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
-        done = subprocess.run(phantora_command(config, out), capture_output=True, text=True, cwd=REPO,
+        done = subprocess.run(phantora_command(config, gpu, out), capture_output=True, text=True, cwd=REPO,
                               env={**os.environ, **config.get("env", {})})
         wall = time.monotonic() - started
         result = parse_result(done.stdout)
@@ -79,33 +79,41 @@ def error_pct(predicted: float, measured: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated configuration names")
+    parser.add_argument("--gpu", default="", help="only the measurements of this GPU model (h200, h100)")
     parser.add_argument("--json", type=Path, help="also write the rows here, rewritten after every configuration")
     parser.add_argument("--rescore", type=Path, help="run nothing: print the table of rows written by --json")
     args = parser.parse_args()
     if args.rescore:
         return print_table(json.loads(args.rescore.read_text()))
     only = set(filter(None, args.only.split(",")))
+    gpus = [args.gpu] if args.gpu else sorted(p.name for p in DATA.iterdir() if p.is_dir())
     rows = []
-    for config in json.loads(CONFIGS.read_text())["configs"]:
-        if only and config["name"] not in only:
-            continue
-        log = DATA / config["gpu"] / f"{config['name']}.log"
-        measured = parse_result(log.read_text()) if log.exists() else None
-        if measured is None:
-            print(f"{config['name']}: no measurement ({log.relative_to(REPO)})", flush=True)
-            continue
-        try:
-            predicted = simulate(config)
-        except RuntimeError as error:
-            print(f"{config['name']}: FAILED: {error}", flush=True)
-            rows.append({"name": config["name"], "gpu": config["gpu"], "measured": measured, "predicted": None})
-            continue
-        rows.append({"name": config["name"], "gpu": config["gpu"], "measured": measured, "predicted": predicted})
-        print(f"{config['name']}: step {1e3 * predicted['step_s']:.1f} ms vs {1e3 * measured['step_s']:.1f} "
-              f"({error_pct(predicted['step_s'], measured['step_s']):+.1f} %), {predicted['wall_s']:.0f} s wall", flush=True)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
+    for gpu in gpus:
+        for config in json.loads(CONFIGS.read_text())["configs"]:
+            if only and config["name"] not in only:
+                continue
+            log = DATA / gpu / f"{config['name']}.log"
+            measured = parse_result(log.read_text()) if log.exists() else None
+            if measured is None:
+                reason = "failed on the GPU" if log.exists() else "not measured"
+                print(f"{config['name']} ({gpu}): no measurement ({reason}: {log.relative_to(REPO)})", flush=True)
+                continue
+            rows.append(compare(config, gpu, measured))
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
     return print_table(rows)
+
+
+def compare(config: dict, gpu: str, measured: dict) -> dict:
+    row = {"name": config["name"], "gpu": gpu, "measured": measured, "predicted": None}
+    try:
+        row["predicted"] = predicted = simulate(config, gpu)
+    except RuntimeError as error:
+        print(f"{config['name']} ({gpu}): FAILED: {error}", flush=True)
+        return row
+    print(f"{config['name']} ({gpu}): step {1e3 * predicted['step_s']:.1f} ms vs {1e3 * measured['step_s']:.1f} "
+          f"({error_pct(predicted['step_s'], measured['step_s']):+.1f} %), {predicted['wall_s']:.0f} s wall", flush=True)
+    return row
 
 
 def print_table(rows: list[dict]) -> int:
