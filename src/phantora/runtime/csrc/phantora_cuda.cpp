@@ -1,11 +1,13 @@
-// Phantora's fake CUDA device for CPU-only PyTorch builds.
+// Phantora's fake CUDA device, for CPU and CUDA builds of PyTorch on a machine without a GPU.
 //
 // Note: [Why a native shim]
 // A CPU build of PyTorch has no CUDA device guard and only a stub of the CUDA hooks, so the
 // first autograd edge on a tensor whose device is cuda aborts the process (getDeviceGuardImpl)
-// and backward fails ("Cannot access accelerator device when none is available"). This file
-// fills both slots with implementations that model a device and its streams but run nothing:
-// every CUDA op itself is intercepted in Python (FakeTensorMode) and costed by Phantora.
+// and backward fails ("Cannot access accelerator device when none is available"). A CUDA build
+// has both, and they call the CUDA runtime, which fails without a driver ("CUDA driver version is
+// insufficient for CUDA runtime version"). This file fills both slots with implementations that
+// model a device and its streams but run nothing: every CUDA op itself is intercepted in Python
+// (FakeTensorMode) and costed by Phantora.
 // State lives here (current device and stream are per thread, as in CUDA) so that PyTorch's C++
 // code (the autograd engine switching streams for backward) and Phantora's Python side agree.
 //
@@ -17,10 +19,19 @@
 // with phantora_set_event_callbacks) so the coordinator sees them like torch.cuda.Event. C++
 // event ids are negative, so they never collide with the Python side's positive ids. The
 // callbacks are cleared before the interpreter goes away (phantora_clear_event_callbacks).
+//
+// Note: [DDP's timer]
+// DDP's reducer times forward, backward and communication with a timer that c10d's TimerRegistry
+// makes for the device type. A CUDA build registers one that creates real CUDA events (cudaEventCreate,
+// which fails without a driver); a CPU build registers none for CUDA. Phantora registers, at a higher
+// priority, a timer that records nothing and measures nothing: no real time can stand for the
+// simulated GPU's, and the statistics only feed DDP's usage logging. On a CPU build the reducer then
+// has this timer where it had none.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -206,6 +217,25 @@ struct FakeCudaHooks final : at::CUDAHooksInterface {
   void deviceSynchronize(DeviceIndex) const override {}
 };
 
+// Note [DDP's timer].
+struct SimulatedGpuTimer final : c10d::Timer {
+  explicit SimulatedGpuTimer(c10::Device) {}
+  void record(Event) override {}
+  std::optional<int64_t> measureDifference(Event, Event) override { return std::nullopt; }
+};
+
+// Once per process: a second registration at the same priority would end the process.
+void register_ddp_timer() {
+  static const bool registered = [] {
+    c10d::TimerRegistry()->Register(
+        DeviceType::CUDA,
+        [](c10::Device device) -> std::unique_ptr<c10d::Timer> { return std::make_unique<SimulatedGpuTimer>(device); },
+        c10::REGISTRY_PREFERRED);
+    return true;
+  }();
+  (void)registered;
+}
+
 FakeCudaGuard g_guard;
 FakeCudaHooks g_hooks;
 }  // namespace
@@ -215,9 +245,11 @@ extern "C" {
 int phantora_install(int device_count) {
   if (device_count < 1 || device_count > kMaxDevices) return 0;
   g_device_count = device_count;
+  register_ddp_timer();
   c10::impl::device_guard_impl_registry[static_cast<size_t>(DeviceType::CUDA)].store(&g_guard);
-  // getCUDAHooks() caches its stub object on first use (import torch may already have made it);
-  // the stub holds nothing but its vtable pointer, so retargeting that pointer makes it ours.
+  // getCUDAHooks() caches its object on first use (import torch may already have made it): a CPU
+  // build's stub, a CUDA build's at::cuda::detail::CUDAHooks. Either holds nothing but its vtable
+  // pointer, so retargeting that pointer makes it ours.
   static_assert(sizeof(FakeCudaHooks) == sizeof(void*), "hooks must hold only a vtable pointer");
   const at::CUDAHooksInterface& current = at::detail::getCUDAHooks();
   if (dynamic_cast<const FakeCudaHooks*>(&current) == nullptr) {
