@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from conftest import REPO, SCRIPTS
 
@@ -164,3 +165,19 @@ def test_two_host_threads_issue_gpu_work_at_once(phantora):
     assert run.code == 0, run.stderr[-2000:]
     seen = run.tagged_json("PROBE")
     assert seen == {"errors": [], "devices": ["cuda:0"], "grads": 50}
+
+
+def test_cuda_build_paths_stay_off_the_real_device(phantora):
+    """On a CUDA build of PyTorch, C++ code asks the build's hooks and kernels what a CPU build's stubs
+    answer: the cuDNN version (nn.LSTM, and the SDPA backend choice of ATen's composite attention) and the
+    build's configuration. None may fail or need the real CUDA runtime ("CUDA driver version is
+    insufficient"); a CPU build runs the same program too."""
+    run = phantora(str(SCRIPTS / "cuda_build_paths.py"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("BUILD")
+    assert seen["lstm_out"] == [5, 3, 64] and seen["sdpa_out"] == [2, 4, 16, 64]
+    if seen["cuda_build"]:
+        assert seen["cudnn_version"] == torch.backends.cudnn.version() > 0  # the build's own, as on a GPU
+    else:
+        assert seen["cudnn_version"] is None
+    assert "PyTorch built with" in seen["config"] and "CUDA Runtime" not in seen["config"]

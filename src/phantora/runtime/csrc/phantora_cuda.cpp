@@ -27,6 +27,15 @@
 // priority, a timer that records nothing and measures nothing: no real time can stand for the
 // simulated GPU's, and the statistics only feed DDP's usage logging. On a CPU build the reducer then
 // has this timer where it had none.
+//
+// Note: [What the build knows]
+// The hooks object answers two kinds of question. Questions about the device (is there one, how many,
+// which is current, synchronize) get the simulated GPU's answers above. Questions about the PyTorch
+// build itself (the cuDNN and CUDA runtime versions it was built with) are passed to the hooks the
+// build came with: on a CUDA build they read compile-time constants and the cuDNN library, which need
+// no GPU or driver (torch.backends.cudnn.version(), and nn.LSTM's check of it); on a CPU build they
+// raise PyTorch's own "without ATen_cuda library" error, as before. The rest keeps
+// CUDAHooksInterface's CPU-build answers (no cuDNN kernels are chosen: op choice is the same on both).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CPUAllocator.h>
@@ -188,6 +197,16 @@ bool in_pinned_block(const void* pointer) {
 
 PinnedHostAllocator g_pinned_allocator;
 
+// Note [What the build knows]: the hooks the build came with, seen through their own vtable
+// (they hold nothing but it; see phantora_install). Set once, before the hooks become ours.
+struct BuildHooksView {
+  void* vtable = nullptr;
+};
+BuildHooksView g_build_hooks_view;
+const at::CUDAHooksInterface& build_hooks() {
+  return *reinterpret_cast<const at::CUDAHooksInterface*>(&g_build_hooks_view);
+}
+
 struct FakeCudaHooks final : at::CUDAHooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
@@ -215,6 +234,15 @@ struct FakeCudaHooks final : at::CUDAHooksInterface {
   }
   at::Generator getNewGenerator(DeviceIndex) const override { return at::make_generator<at::CPUGeneratorImpl>(0); }
   void deviceSynchronize(DeviceIndex) const override {}
+  // Note [What the build knows].
+  long versionCuDNN() const override { return build_hooks().versionCuDNN(); }
+  long versionRuntimeCuDNN() const override { return build_hooks().versionRuntimeCuDNN(); }
+  long versionCuDNNFrontend() const override { return build_hooks().versionCuDNNFrontend(); }
+  long versionCUDART() const override { return build_hooks().versionCUDART(); }
+  // torch.__config__.show() asks for its CUDA section once hasCUDA() holds. A CPU build's hooks have
+  // none; a CUDA build's read the runtime's version through the driver (cudaRuntimeGetVersion fails
+  // without one). The section describes a real machine's CUDA runtime, which there is not: none.
+  std::string showConfig() const override { return ""; }
 };
 
 // Note [DDP's timer].
@@ -249,11 +277,13 @@ int phantora_install(int device_count) {
   c10::impl::device_guard_impl_registry[static_cast<size_t>(DeviceType::CUDA)].store(&g_guard);
   // getCUDAHooks() caches its object on first use (import torch may already have made it): a CPU
   // build's stub, a CUDA build's at::cuda::detail::CUDAHooks. Either holds nothing but its vtable
-  // pointer, so retargeting that pointer makes it ours.
+  // pointer, so retargeting that pointer makes it ours (and the old one still reaches the build's).
   static_assert(sizeof(FakeCudaHooks) == sizeof(void*), "hooks must hold only a vtable pointer");
   const at::CUDAHooksInterface& current = at::detail::getCUDAHooks();
   if (dynamic_cast<const FakeCudaHooks*>(&current) == nullptr) {
-    *reinterpret_cast<void**>(const_cast<at::CUDAHooksInterface*>(&current)) = *reinterpret_cast<void**>(&g_hooks);
+    void** vtable_slot = reinterpret_cast<void**>(const_cast<at::CUDAHooksInterface*>(&current));
+    g_build_hooks_view.vtable = *vtable_slot;
+    *vtable_slot = *reinterpret_cast<void**>(&g_hooks);
   }
   return dynamic_cast<const FakeCudaHooks*>(&at::detail::getCUDAHooks()) != nullptr;
 }
