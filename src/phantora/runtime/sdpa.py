@@ -105,8 +105,10 @@ def install_sdpa_routing(session: Session) -> None:
             compute_lse = query.requires_grad or key.requires_grad or value.requires_grad
             return aten._scaled_dot_product_efficient_attention(
                 query, key, value, attn_mask, compute_lse, dropout_p, is_causal, scale=scale)[0]
-        return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                        scale=scale, enable_gqa=enable_gqa)
+        # the math path itself: `original` would ask CUDA's backend chooser first, which on a CUDA build of PyTorch
+        # queries the (absent) device
+        return aten._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)[0]
 
     F.scaled_dot_product_attention = scaled_dot_product_attention
     torch.nn.functional.scaled_dot_product_attention = scaled_dot_product_attention
