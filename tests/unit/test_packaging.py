@@ -37,9 +37,12 @@ def test_pin_file_agrees_with_pyproject(path):
     project = _project()
     torch_version = path.stem.removeprefix("torch-")
     assert pins["torch"] == torch_version
-    for line in project["dependencies"] + project["optional-dependencies"]["test"]:
+    extras = project["optional-dependencies"]
+    for line in project["dependencies"] + [line for extra in extras.values() for line in extra]:
         requirement = Requirement(line)
-        assert requirement.specifier.contains(pins[requirement.name.lower()]), f"{path.name}: {line}"
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"{path.name} pins no {name} ({line})"
+        assert requirement.specifier.contains(pins[name]), f"{path.name}: {line}"
 
 
 def test_supported_pythons():
