@@ -42,7 +42,7 @@ from phantora.cli.frameworks import (
     simulated_node,
 )
 
-INSTALL = "pip install torch==2.13.0 accelerate==1.15.0"
+INSTALL = "pip install accelerate==1.15.0  # Phantora's frameworks extra"
 _LAUNCHERS = ("simple_launcher", "multi_gpu_launcher", "deepspeed_launcher", "tpu_launcher", "tpu_pod_launcher",
               "sagemaker_launcher")
 _ACCELERATE_ERRORS = (ValueError, TypeError, OSError, ImportError, AssertionError, RuntimeError, KeyError)
@@ -144,7 +144,7 @@ def _deepspeed(launch: ModuleType, args: argparse.Namespace) -> AccelerateLaunch
     """DeepSpeed: `deepspeed_launcher`'s environment, and its `deepspeed` command or torchrun arguments."""
     if not launch.is_deepspeed_available():
         raise FrameworkLauncherError("accelerate launch: the config uses DeepSpeed, which is not installed: "
-                                     "DS_BUILD_OPS=0 pip install torch==2.13.0 deepspeed==0.19.8")
+                                     "DS_BUILD_OPS=0 pip install deepspeed==0.19.8")
     cmd, env = launch.prepare_deepspeed_cmd_env(args)
     if cmd is not None:  # several machines, a DeepSpeed multi-node launcher: Accelerate runs `deepspeed`
         return AccelerateLaunch(kind="deepspeed", env=added_variables(env), args=args, deepspeed_words=cmd[1:],

@@ -42,7 +42,7 @@ from phantora.cli.frameworks import (
 from phantora.cli.launch import DeepSpeedEnv, ProgramSpec
 from phantora.cli.output import OutputConfig, Std
 
-INSTALL = "DS_BUILD_OPS=0 pip install torch==2.13.0 deepspeed==0.19.8"
+INSTALL = "DS_BUILD_OPS=0 pip install deepspeed==0.19.8  # Phantora's frameworks extra"
 LOCAL_RANK_ARGUMENT = "--local_rank={local_rank}"
 """What launch.py puts after the script for each worker (not with --no_local_rank)."""
 _VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
