@@ -130,6 +130,14 @@ def test_framework_idioms(torchrun):
         assert s["moved_back"] == ["cpu", "FakeTensor", False]
 
 
+def test_a_value_is_read_after_the_stores_host_has_ended(torchrun):
+    """Note [The store outlives every rank's reads]: rank 0 hosts the c10d store and ends first; rank 1 still
+    reads its all-reduced value from it."""
+    run = torchrun(2, str(SCRIPTS / "late_reader_probe.py"))
+    assert run.code == 0, run.stderr[-3000:]
+    assert "[rank1]:LATE 3.0" in run.stdout
+
+
 def test_moe_routing_is_consistent_across_ranks_for_every_framework_style(torchrun):
     """runtime/routing.py Note [Simulated routing]: a router's topk of unknown scores is drawn, and what each
     rank derives from the draw is real, so what each rank sends is what the others expect to receive; a

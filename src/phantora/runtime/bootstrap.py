@@ -115,6 +115,9 @@ def main() -> int:
             session.finish()
     finally:
         write_rank_result(session, exit_code=code)
+    if code == 0:
+        from phantora.runtime.distributed import wait_for_every_rank_to_end
+        wait_for_every_rank_to_end()
     return code
 
 

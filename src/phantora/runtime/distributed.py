@@ -49,6 +49,10 @@ Carried = tuple[torch.Tensor, list[int], "collective_values.Combine"]
 _session: Session | None = None
 """Set by `install`; the backend is created by c10d, which cannot pass it along."""
 
+_world_store: tuple[dist.Store, int] | None = None
+"""The first group's store (the default group's, the same on every rank) and the group's size: kept until the
+process ends (Note [The store outlives every rank's reads])."""
+
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -202,6 +206,9 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         if _session is None:
             raise RuntimeError("phantora: the simulated NCCL backend is used before Phantora is installed")
         self._store = store
+        global _world_store
+        if _world_store is None:
+            _world_store = (store, size)
         self.options = options or _Options()
         self.global_ranks = tuple(self.options.global_ranks_in_group or range(size))
         self._tag = self.options.group_name
@@ -522,6 +529,28 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         _object_collective_part(self, kind, 8 * self.size() if kind == "all_gather" else 8, root)
         received = {r: self._store.get(f"{key}/{r}") for r in sources}
         return {r: (pickle.loads(data), len(data)) for r, data in received.items()}
+
+
+def wait_for_every_rank_to_end() -> None:
+    """Note: [The store outlives every rank's reads]
+    Values carried by collectives and the objects of `*_object*` calls are read from the c10d store after
+    the host waited for the GPU (Note [Values through collectives]), which may be after the store's host has
+    ended: rank 0 hosts it (init_process_group's env:// rendezvous without an agent store), and a fast
+    rank 0 finishes its last step and exits while a slower rank, in real time, still reads the step's
+    grad norm. On a GPU that read needs no other process, so neither may it here: every rank that ends well
+    says so in the store, and the one that ends the count lets the others go; each waits for that before its
+    process exits, which keeps the store's server up until no rank reads it. A rank that fails makes the
+    launcher stop every rank. The store is held from the default group's creation, so the program's
+    `destroy_process_group` does not stop its server either."""
+    if _world_store is None:
+        return
+    store, size = _world_store
+    if store.add("phantora/ended", 1) == size:
+        store.set("phantora/all-ended", b"1")
+    try:
+        store.wait(["phantora/all-ended"])
+    except dist.DistError:
+        pass  # the store's host ended first: no rank is left to read from it
 
 
 def create_simulated_nccl(store: dist.Store, rank: int, size: int, options: _Options) -> SimulatedNcclGroup:
