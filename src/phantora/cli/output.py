@@ -1,8 +1,9 @@
 """Rank processes' stdout and stderr: whole lines to the console with a per-rank prefix, log files.
 
 torchrun's behaviour, where it has one (torch/distributed/elastic/multiprocessing/tail_log.py, api.py):
-- the line prefix is `[{name}{local_rank}]:`, or `TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE` with `${rank}`,
-  `${local_rank}`, `${role_name}` substituted. Phantora always prefixes (torchrun does with --tee),
+- the line prefix is `[{name}{local_rank}]:`, or `--log-line-prefix-template` (torchrun 2.14) or
+  `TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE` with `${rank}`, `${local_rank}`, `${role_name}`, `${hostname}`
+  (this machine's) substituted. Phantora always prefixes (torchrun does with --tee),
   and by default with the global rank, `[rank3]:`, since every node's ranks share one console;
 - `-r/--redirects` and `-t/--tee` take `0..3` (none, stdout, stderr, both) or a per-local-rank map
   `0:3,1:0`: redirected streams go to `<log dir>/attempt_0/<rank>/{stdout,stderr}.log` only, teed ones
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import socket
 import subprocess
 import time
 from collections import deque
@@ -72,7 +74,7 @@ class OutputConfig:
     """How the launcher handles the ranks' output."""
 
     prefix_template: str | None = DEFAULT_PREFIX_TEMPLATE
-    """Line prefix (`${rank}`, `${local_rank}`, `${role_name}`); None: the rank processes write straight
+    """Line prefix (`${rank}`, `${local_rank}`, `${role_name}`, `${hostname}`); None: the rank processes write straight
     to the launcher's stdout and stderr (`phantora run`: one process, a terminal stays a terminal)."""
     local_ranks_filter: frozenset[int] | None = None
     """Local ranks whose lines reach the console; None: all."""
@@ -131,7 +133,8 @@ class OutputPump:
         if not self.config.captures:
             return
         cfg = self.config
-        prefix = Template(cfg.prefix_template).safe_substitute(rank=rank, local_rank=local_rank, role_name=self.role)
+        prefix = Template(cfg.prefix_template).safe_substitute(rank=rank, local_rank=local_rank, role_name=self.role,
+                                                               hostname=socket.gethostname())
         shown = cfg.local_ranks_filter is None or local_rank in cfg.local_ranks_filter
         redirect, tee = std_for(cfg.redirects, local_rank), std_for(cfg.tee, local_rank)
         self._tails[rank] = deque(maxlen=_TAIL_LINES)

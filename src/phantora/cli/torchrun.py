@@ -82,6 +82,9 @@ def add_torchrun_arguments(parser: argparse.ArgumentParser) -> None:
     _option(t, "-r", "--redirects", type=str, default="0",
             help="send std streams to log files only: 0-3 or a local-rank map like 0:3,1:0")
     _option(t, "-t", "--tee", type=str, default="0", help="send std streams to log files and the console")
+    _option(t, "--log-line-prefix-template", "--log_line_prefix_template", type=str, default=None,
+            help="prefix of each console line: ${role_name}, ${local_rank}, ${rank} and ${hostname} are replaced "
+                 "(default: $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else '[rank${rank}]:')")
     _option(t, "--local-ranks-filter", "--local_ranks_filter", type=str, default="",
             help="only show these local ranks on the console, e.g. 0,1")
     _option(t, "--duplicate-stdout-filters", "--duplicate_stdout_filters", type=str, default="",
@@ -232,7 +235,8 @@ def torchrun_plan(args: argparse.Namespace, out_dir: str,
     except ValueError as error:
         raise TorchrunArgumentError(str(error)) from None
     output = OutputConfig(
-        prefix_template=os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE") or DEFAULT_PREFIX_TEMPLATE,
+        prefix_template=(args.log_line_prefix_template or os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+                         or DEFAULT_PREFIX_TEMPLATE),
         local_ranks_filter=parse_local_ranks_filter(args.local_ranks_filter),
         redirects=redirects, tee=tee, log_dir=args.log_dir or str(Path(out_dir) / "logs"))
     env = TorchrunEnv(run_id=run_id(args, nnodes), role=args.role, max_restarts=args.max_restarts,

@@ -90,6 +90,13 @@ def test_environment_defaults_like_torchrun(script, monkeypatch):
     assert config.output.prefix_template == "[${role_name}${local_rank}]:"
 
 
+def test_log_line_prefix_template_flag_wins_over_the_environment(script, monkeypatch):
+    """torchrun 2.14's --log-line-prefix-template; TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE only when it is not given."""
+    monkeypatch.setenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}${local_rank}]:")
+    config, _ = configure("--gpu", "h200", "--log-line-prefix-template", "${hostname}:${rank}: ", script)
+    assert config.output.prefix_template == "${hostname}:${rank}: "
+
+
 def test_cluster_file(script, tmp_path):
     cluster = tmp_path / "c.toml"
     cluster.write_text('gpu = "b200"\nnodes = 2\ngpus_per_node = 4\n[nic]\nnics_per_node = 4\n')
