@@ -18,7 +18,6 @@ import types
 from typing import Callable
 
 import torch
-import torch.utils.cpp_extension as cpp_extension
 
 
 def _deepspeed_fused_adam(name: str) -> types.ModuleType:
@@ -76,7 +75,10 @@ def _refusal(name: str, sources: list[str]) -> str:
 
 
 def install_extension_stand_ins() -> None:
-    """Note [CUDA extensions]."""
+    """Note [CUDA extensions]. Imported here, once the fake device is installed: at import, cpp_extension looks
+    for CUDA and warns "No CUDA runtime is found" on every rank while `torch.cuda.is_available()` is False."""
+    import torch.utils.cpp_extension as cpp_extension
+
     load, load_inline = cpp_extension.load, cpp_extension.load_inline
     cpp_extension.load = lambda name, sources, *a, **k: _load(load, name, sources, *a, **k)
     cpp_extension.load_inline = lambda name, cpp_sources, cuda_sources=None, *a, **k: _load_inline(
