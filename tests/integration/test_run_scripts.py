@@ -44,6 +44,8 @@ def test_cuda_api_surface(phantora):
     assert seen["big_seed"] == 2**64 - 5
     assert "CUDA graphs" in seen["graph_error"]
     assert seen["graph_type_named"] == "torch.cuda.graphs.CUDAGraph | None"
+    for name, error in seen["unsupported_errors"].items():  # named, never a CUDA call or a missing binding
+        assert error.startswith("phantora: ") and "is not supported yet" in error and name in error, (name, error)
     assert any("torch.compile" in w for w in run.summary["warnings"])
     assert run.summary["placeholder_reads"][".item()"] >= 1
 

@@ -386,21 +386,66 @@ class _Nvtx:
         pass
 
 
-def _unsupported(feature: str, hint: str = ""):
+def _unsupported(feature: str):
     def fail(*args, **kwargs):
-        raise NotImplementedError(f"phantora: {feature} is not supported yet{hint}")
+        raise NotImplementedError(f"phantora: {feature} is not supported yet")
     return fail
 
 
-def _unsupported_class(name: str, feature: str) -> type:
+def _unsupported_class(name: str, module: str, feature: str) -> type:
     """A stand-in for an unsupported `torch.cuda` class: naming it works as in PyTorch (type annotations such as
     `torch.cuda.CUDAGraph | None` evaluated at import, `isinstance` checks); making one raises."""
 
     def refuse(cls, *args, **kwargs):
         raise NotImplementedError(f"phantora: {feature} is not supported yet")
 
-    return type(name, (), {"__new__": refuse, "__module__": "torch.cuda.graphs",
+    return type(name, (), {"__new__": refuse, "__module__": f"torch.cuda.{module}",
                            "__doc__": f"Not supported under Phantora: {feature}."})
+
+
+def _unsupported_jit(feature: str):
+    """Libraries make jiterator kernels when they are imported and call them later: the call raises."""
+    return lambda *args, **kwargs: _unsupported(feature)
+
+
+UNSUPPORTED_CLASSES = {
+    ("graphs", "CUDAGraph"): "CUDA graphs (torch.cuda.CUDAGraph)",
+    ("graphs", "graph"): "CUDA graphs (torch.cuda.graph)",
+    ("memory", "MemPool"): "memory pools (torch.cuda.MemPool)",
+    ("streams", "ExternalStream"): "streams made outside PyTorch (torch.cuda.ExternalStream)",
+}
+"""`torch.cuda.<module>.<name>` classes a simulated GPU cannot stand in for -> what the error names."""
+
+UNSUPPORTED_FUNCTIONS = {
+    ("graphs", "make_graphed_callables"): "CUDA graphs (torch.cuda.make_graphed_callables)",
+    ("graphs", "graph_pool_handle"): "CUDA graphs (torch.cuda.graph_pool_handle)",
+    ("memory", "use_mem_pool"): "memory pools (torch.cuda.use_mem_pool)",
+    ("memory", "caching_allocator_alloc"): "raw allocations (torch.cuda.caching_allocator_alloc)",
+    ("memory", "caching_allocator_delete"): "raw allocations (torch.cuda.caching_allocator_delete)",
+}
+"""Functions likewise; each raises when called."""
+
+UNSUPPORTED_JIT = {
+    ("jiterator", "_create_jit_fn"): "jiterator kernels (torch.cuda.jiterator)",
+    ("jiterator", "_create_multi_output_jit_fn"): "jiterator kernels (torch.cuda.jiterator)",
+}
+"""Kernel factories: making a kernel works, launching it raises."""
+
+
+def _install_unsupported() -> None:
+    """Replace every name of the tables above, in its module and where `torch.cuda` re-exports it."""
+    import importlib
+    cuda = torch.cuda
+    stand_ins = {**{key: _unsupported_class(key[1], key[0], feature) for key, feature in UNSUPPORTED_CLASSES.items()},
+                 **{key: _unsupported(feature) for key, feature in UNSUPPORTED_FUNCTIONS.items()},
+                 **{key: _unsupported_jit(feature) for key, feature in UNSUPPORTED_JIT.items()}}
+    for (module_name, name), stand_in in stand_ins.items():
+        module = importlib.import_module(f"torch.cuda.{module_name}")
+        if not hasattr(module, name):  # not in this PyTorch
+            continue
+        setattr(module, name, stand_in)
+        if hasattr(cuda, name):
+            setattr(cuda, name, stand_in)
 
 
 def install(api: CudaApi) -> None:
@@ -461,16 +506,11 @@ def install(api: CudaApi) -> None:
         "Event": Event,
         "device_count": lambda: api.count,
         "_cached_device_count": api.count,
-        "CUDAGraph": _unsupported_class("CUDAGraph", "CUDA graphs (torch.cuda.CUDAGraph)"),
-        "graph": _unsupported_class("graph", "CUDA graphs (torch.cuda.graph)"),
-        "make_graphed_callables": _unsupported("CUDA graphs (torch.cuda.make_graphed_callables)"),
     }
     for name, value in replacements.items():
         setattr(cuda, name, value)
     cuda.streams.Stream, cuda.streams.Event = Stream, Event
-    cuda.graphs.CUDAGraph = replacements["CUDAGraph"]
-    cuda.graphs.graph = replacements["graph"]
-    cuda.graphs.make_graphed_callables = replacements["make_graphed_callables"]
+    _install_unsupported()
     cuda.nvtx._nvtx = _Nvtx()
     sys.modules["torch.cuda"].memory.mem_get_info = api.mem_get_info
     cuda.mem_get_info = api.mem_get_info

@@ -156,5 +156,15 @@ try:
     seen["graph_error"] = None
 except NotImplementedError as error:
     seen["graph_error"] = str(error)
+unsupported = {"MemPool": torch.cuda.MemPool, "caching_allocator_alloc": lambda: torch.cuda.caching_allocator_alloc(64),
+               "ExternalStream": lambda: torch.cuda.ExternalStream(1234),
+               "jiterator": torch.cuda.jiterator._create_jit_fn("template <typename T> T f(T x) { return x; }")}
+seen["unsupported_errors"] = {}
+for name, use in unsupported.items():
+    try:
+        use()
+        seen["unsupported_errors"][name] = None
+    except NotImplementedError as error:
+        seen["unsupported_errors"][name] = str(error)
 
 print("PROBE " + json.dumps(seen))
