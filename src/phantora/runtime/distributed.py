@@ -680,8 +680,9 @@ def batch_isend_irecv(p2p_op_list: list[dist.P2POp]) -> list[dist.Work]:
 
 
 class _DdpLogger(dist.Logger):
-    """DDP's logger, minus the runtime statistics: they read CUDA timers that a CPU build of PyTorch
-    lacks (an internal assert in logger.cpp), and they only feed DDP's usage logging."""
+    """DDP's logger, minus the runtime statistics: they read the reducer's timer, which under Phantora
+    measures nothing (Note [DDP's timer] in runtime/csrc/phantora_cuda.cpp), and they only feed DDP's usage
+    logging."""
 
     def set_runtime_stats_and_log(self) -> None:
         pass
