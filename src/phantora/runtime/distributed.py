@@ -53,6 +53,7 @@ _world_store: tuple[dist.Store, int] | None = None
 """The first group's store (the default group's, the same on every rank) and the group's size: kept until the
 process ends (Note [The store outlives every rank's reads])."""
 
+
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
