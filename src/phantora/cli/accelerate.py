@@ -41,6 +41,7 @@ from phantora.cli.frameworks import (
     parse_quietly,
     simulated_node,
 )
+from phantora.cli.torchrun import add_torchrun_arguments
 
 INSTALL = "pip install accelerate==1.15.0  # Phantora's frameworks extra"
 _LAUNCHERS = ("simple_launcher", "multi_gpu_launcher", "deepspeed_launcher", "tpu_launcher", "tpu_pod_launcher",
@@ -165,6 +166,13 @@ def _torchrun_args(launch: ModuleType, args: argparse.Namespace) -> argparse.Nam
     defaults = distributed_run.get_args_parser().parse_args(["placeholder.py"])
     for name in ("node_rank", "master_addr", "rdzv_endpoint"):
         setattr(torchrun, name, getattr(defaults, name))
+    # options `phantora torchrun` knows and this torch's torchrun lacks (2.14's --log-line-prefix-template on
+    # 2.13) take their defaults: the plan reads every one
+    ours = argparse.ArgumentParser(add_help=False)
+    add_torchrun_arguments(ours)
+    for name, value in vars(ours.parse_args(["placeholder.py"])).items():
+        if not hasattr(torchrun, name):
+            setattr(torchrun, name, value)
     return torchrun
 
 
