@@ -393,6 +393,8 @@ class _Launcher:
             self._reap()
             if self.signals.received is not None:
                 return _Outcome(signal=self.signals.received)
+            if self.pump.output_closed:  # as a program writing to a closed pipe gets SIGPIPE
+                return _Outcome(signal=signal.SIGPIPE)
             root = self._detect_fault()
             if root is not None:
                 failure = self.server.failure
@@ -535,6 +537,8 @@ class _Launcher:
         return 1  # the simulation failed (torchrun's ChildFailedError)
 
     def _error_line(self, outcome: _Outcome, root: RankExit | CoordinatorFault | None) -> str:
+        if outcome.signal == signal.SIGPIPE:
+            return "the output's reader went away (SIGPIPE)"
         if outcome.signal is not None:
             return f"interrupted ({signal.Signals(outcome.signal).name})"
         if isinstance(root, RankExit):

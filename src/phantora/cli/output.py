@@ -120,6 +120,8 @@ class OutputPump:
         self._open = 0
         self._tails: dict[int, deque] = {}
         self._logs: dict[Path, BinaryIO] = {}
+        self.output_closed = False
+        """A console's reader went away (`phantora torchrun ... | head`): the launcher stops the ranks."""
 
     # --- setup ------------------------------------------------------------------------------------
     def popen_streams(self) -> dict:
@@ -164,8 +166,7 @@ class OutputPump:
         for key, _ in ready:
             self._read(key.fileobj, key.data)
         if ready:
-            self.console_out.flush()
-            self.console_err.flush()
+            self._flush()
 
     def drain(self, timeout_s: float) -> None:
         """Read until every pipe is closed (all output is out), or `timeout_s` passed (a grandchild
@@ -207,13 +208,39 @@ class OutputPump:
         if stream.tail is not None:
             stream.tail.append(text)
         if stream.console is not None:
-            stream.console.write(f"{stream.prefix}{text}\n")
+            self._write(stream.console, f"{stream.prefix}{text}\n")
+
+    def _write(self, console: TextIO, text: str) -> None:
+        try:
+            console.write(text)
+        except BrokenPipeError:
+            self._closed(console)
+
+    def _flush(self) -> None:
+        for console in (self.console_out, self.console_err):
+            try:
+                console.flush()
+            except BrokenPipeError:
+                self._closed(console)
+
+    def _closed(self, console: TextIO) -> None:
+        """A console whose reader went away: as command-line tools do, no traceback and no more output there
+        (its descriptor now writes to /dev/null, so neither a later write nor the interpreter's last flush
+        fails), and the launcher is told."""
+        self.output_closed = True
+        try:
+            fd = console.fileno()
+        except (OSError, ValueError):  # not a file (a test's buffer)
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
 
     # --- the launcher's own lines and the failure report ---------------------------------------
     def say(self, message: str) -> None:
         """A line of the launcher's own on stderr (never in the middle of a rank's line)."""
-        self.console_err.write(message + "\n")
-        self.console_err.flush()
+        self._write(self.console_err, message + "\n")
+        self._flush()
 
     def stderr_tail(self, rank: int) -> list[str]:
         """The last lines the rank wrote to stderr (empty when its output was not captured)."""
@@ -227,5 +254,4 @@ class OutputPump:
         self._selector.close()
         for log in self._logs.values():
             log.close()
-        self.console_out.flush()
-        self.console_err.flush()
+        self._flush()

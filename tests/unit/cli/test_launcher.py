@@ -230,5 +230,24 @@ def test_a_signal_stops_everything(tmp_path, script, sig, code):
     assert launcher.returncode == code, err
     assert err.strip().splitlines()[-1].startswith(f"phantora: error: interrupted ({signal.Signals(sig).name})")
     assert not json.loads((out_dir / "summary.json").read_text())["complete"]
-    ps = subprocess.run(["pgrep", "-f", str(STAND_IN)], capture_output=True, text=True)
-    assert str(out_dir) not in ps.stdout  # no rank left behind
+    ps = subprocess.run(["pgrep", "-af", str(STAND_IN)], capture_output=True, text=True)
+    assert script not in ps.stdout  # no rank left behind
+
+
+def test_a_reader_that_goes_away_stops_everything_quietly(tmp_path, script):
+    """`phantora torchrun ... | head -3`: the launcher stops the ranks and ends as a program that gets SIGPIPE, with
+    no traceback."""
+    out_dir = tmp_path / "out"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(STAND_IN), "5", "torchrun", "--gpu", "h200", "--out", str(out_dir),
+         "--nproc-per-node", "2", script, "--lines", "200000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    launcher.stdout.readline()
+    launcher.stdout.close()  # the reader goes away
+    err = launcher.stderr.read()
+    assert launcher.wait(timeout=60) == 128 + signal.SIGPIPE, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert err.strip().splitlines()[-1].startswith("phantora: error: the output's reader went away (SIGPIPE)")
+    assert (out_dir / "summary.json").exists()
+    ps = subprocess.run(["pgrep", "-af", str(STAND_IN)], capture_output=True, text=True)
+    assert script not in ps.stdout  # no rank left behind

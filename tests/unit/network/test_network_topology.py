@@ -37,8 +37,7 @@ def test_toml_file(tmp_path):
     f.write_text(
         'gpu = "h200"\nnodes = 4\ngpus_per_node = 8\n'
         "[nic]\nnics_per_node = 4\nbandwidth_gbits_per_s = 200\n"
-        '[fabric]\nkind = "leaf_spine"\nnodes_per_leaf = 2\nspines = 2\noversubscription = 2.0\nrail_optimized = false\n'
-        "[compute]\nsomething_else = 1\n")  # other components' tables are left alone
+        '[fabric]\nkind = "leaf_spine"\nnodes_per_leaf = 2\nspines = 2\noversubscription = 2.0\nrail_optimized = false\n')
     c = cluster_from_toml(f)
     assert c.nic.nics_per_node == 4 and c.nic.bandwidth_bytes_per_s == 25e9
     assert c.fabric.oversubscription == 2.0 and not c.fabric.rail_optimized
@@ -48,6 +47,8 @@ def test_toml_file(tmp_path):
 @pytest.mark.parametrize("data, msg", [
     ({"nodes": 2}, "missing required key 'gpu'"),
     ({"gpu": "h200", "nic": {"bandwidth": 1}}, r"unknown key\(s\) \['bandwidth'\] in \[nic\]"),
+    ({"gpu": "h200", "bogus_key": 3}, r"unknown key\(s\) \['bogus_key'\]; allowed: gpu, nodes"),
+    ({"gpu": "h200", "compute": {"x": 1}}, r"unknown key\(s\) \['compute'\]"),
     ({"gpu": "h200", "fabric": {"kind": "torus"}}, "fabric kind must be"),
     ({"gpu": "h200", "fabric": {"oversubscription": 0}}, "oversubscription must be a positive"),
     ({"gpu": "h200", "nvlink": {"bandwidth_gbytes_per_s": -1}}, "nvlink bandwidth must be a positive"),

@@ -359,9 +359,16 @@ _TOML_TABLES: dict[str, dict[str, tuple[str, Any]]] = {
 }
 
 
+_TOML_TOP_KEYS = ("gpu", "nodes", "gpus_per_node")
+
+
 def cluster_from_toml_dict(data: Mapping[str, Any], *, where: str = "cluster file") -> ClusterNetworkConfig:
-    """Build the config from a parsed cluster TOML. Unknown keys inside the network tables are errors;
-    other top-level tables are left to the components that own them."""
+    """Build the config from a parsed cluster TOML. Every key must be known: a misspelled one
+    (`nic_gbps` for `bandwidth_gbits_per_s`) would describe a cluster the user did not mean."""
+    unknown = sorted(set(data) - set(_TOML_TOP_KEYS) - set(_TOML_TABLES))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(_TOML_TOP_KEYS)} and the tables "
+                         f"{', '.join(f'[{t}]' for t in _TOML_TABLES)}")
     if "gpu" not in data:
         raise ValueError(f"{where}: missing required key 'gpu'")
     base = cluster_from_flags(
