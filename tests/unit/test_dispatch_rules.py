@@ -3,7 +3,7 @@
 import torch
 
 from phantora.models.ops import TensorMeta
-from phantora.reports.rank_result import downsample_memory
+from phantora.runtime.rank_result import downsample_memory
 from phantora.runtime.dispatch import launches_no_kernel, make_op_call
 from phantora.runtime.handlers import ALL_TRUE_ATTR, placeholder_scalar
 

@@ -4,7 +4,7 @@ in every rank, and a native-shim cache check that needs no torch."""
 import subprocess
 import sys
 
-from phantora.reports.rank_result import downsample_memory
+from phantora.runtime.rank_result import downsample_memory
 from phantora.runtime.memory_samples import MemorySamples
 
 

@@ -30,7 +30,7 @@ from phantora.cli.deepspeed import deepspeed_help, deepspeed_plan
 from phantora.cli.frameworks import FrameworkLauncherError
 from phantora.cli.launch import DEFAULT_RANK_ENTRY, LaunchConfig, LaunchError, ProgramSpec, launch
 from phantora.cli.output import OutputConfig
-from phantora.cli.profile import add_profile_arguments, run_profile, start_on_the_fly
+from phantora.cli.profile import start_on_the_fly
 from phantora.cli.torchrun import (
     TorchrunArgumentError,
     add_torchrun_arguments,
@@ -41,6 +41,7 @@ from phantora.cli.torchrun import (
 from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
 from phantora.models.host_contention import HOST_CONTENTION
 from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
+from phantora.profiler.command import add_profile_arguments, run_profile
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
 from phantora.specs import UnknownGpuError, get_gpu_spec, load_gpu_specs

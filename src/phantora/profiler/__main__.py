@@ -2,6 +2,6 @@
 
 import sys
 
-from phantora.cli.profile import main
+from phantora.profiler.command import main
 
 sys.exit(main())

@@ -78,7 +78,7 @@ def _rank_breakdown(ax, summary: dict[str, Any]) -> None:
 
 
 def _load_memory(out_dir: Path) -> dict[str, list] | None:
-    """Rank 0's memory.json (reports/rank_result.py: time_s, allocated_bytes, reserved_bytes), if usable."""
+    """Rank 0's memory.json (runtime/rank_result.py: time_s, allocated_bytes, reserved_bytes), if usable."""
     try:
         memory = json.loads((out_dir / "rank0" / "memory.json").read_text())
         times = memory["time_s"]

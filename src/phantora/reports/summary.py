@@ -198,7 +198,7 @@ def write_reports(summary: dict[str, Any], coordinator: CoordinatorState, out_di
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if trace:
-        from phantora.trace.chrome import write_chrome_trace
+        from phantora.reports.trace import write_chrome_trace
         write_chrome_trace(out_dir / "trace.json", coordinator)
     if summary["simulated_time_s"] > 0:
         from phantora.reports.plots import write_report_png, write_timeline_png

@@ -107,7 +107,7 @@ def main() -> int:
     code = run_user_program(argv)
     if session.host_timer is not None:
         session.host_timer.stop()  # measured host time ends with the program
-    from phantora.reports.rank_result import write_rank_result
+    from phantora.runtime.rank_result import write_rank_result
     from phantora.runtime import native
     native.load_shim().phantora_clear_event_callbacks()
     try:
