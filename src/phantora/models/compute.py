@@ -849,9 +849,9 @@ class ComputeModel:
         return registry_flops(op), default_bytes(op)
 
     def _analytic(self, op: OpCall) -> KernelEstimate:
-        if packet_name(op.name) in FREE_OPS:
-            return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
         p = packet_name(op.name)
+        if p in FREE_OPS:
+            return KernelEstimate(0, 0.0, 0.0, "other", "analytic")
         if p == "fsdp.all_gather_copy_in":  # Note [FSDP2's copy ops]
             return self._foreach(all_gather_copy_in_as_foreach_copy(op))
         if p in FSDP_COPY_ARGS:

@@ -219,9 +219,7 @@ class Shadows:
         inputs = self._real_inputs(func, flat)
         if inputs is None or any(isinstance(r, Pending) for r in inputs[0]):
             return None
-        r_args, r_kwargs = tree_unflatten(inputs[0], spec)
-        with torch._C._DisableTorchDispatch():
-            return CPU_STAND_INS.get(func, func)(*r_args, **r_kwargs)
+        return _call_real(func, spec, inputs[0])
 
     def propagate(self, func, flat: list, spec, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
@@ -323,12 +321,16 @@ CPU_STAND_INS = {torch.ops.aten.histc.default: _histc_of_integers}
 """Ops whose CPU kernels refuse dtypes their CUDA kernels take: a stand-in with the CUDA kernel's result."""
 
 
-def _run_real(func, spec, real: list) -> list[torch.Tensor]:
-    """`func` on real values (flattened arguments `real`): its tensor results, flattened."""
+def _call_real(func, spec, real: list) -> object:
+    """`func` on real values (flattened arguments `real`, `spec` their structure), on the host."""
     r_args, r_kwargs = tree_unflatten(real, spec)
     with torch._C._DisableTorchDispatch():
-        result = CPU_STAND_INS.get(func, func)(*r_args, **r_kwargs)
-    return [x for x in tree_flatten(result)[0] if isinstance(x, torch.Tensor)]
+        return CPU_STAND_INS.get(func, func)(*r_args, **r_kwargs)
+
+
+def _run_real(func, spec, real: list) -> list[torch.Tensor]:
+    """`func` on real values (flattened arguments `real`): its tensor results, flattened."""
+    return [x for x in tree_flatten(_call_real(func, spec, real))[0] if isinstance(x, torch.Tensor)]
 
 
 _FAKE = object()
