@@ -129,6 +129,7 @@ from phantora.engine.intervals import union_length
 from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.power import GpuPower, PowerCap
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
+from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
     NOT_DONE,
@@ -145,18 +146,6 @@ from phantora.protocol.records import (
     SyncReply,
     SyncRequest,
 )
-
-
-class ProtocolError(ValueError):
-    """A rank sent something the record protocol forbids (time going back, records while blocked)."""
-
-
-class CollectiveMismatchError(ValueError):
-    """The members of one collective disagree about what it is (op, size, root, membership)."""
-
-
-class DeadlockError(RuntimeError):
-    """Nothing can ever progress: ranks wait for collectives some member never issues."""
 
 
 MatchKey = tuple[str, tuple[int, ...], int]

@@ -12,7 +12,12 @@ import runpy
 import sys
 import traceback
 
+from typing import TYPE_CHECKING
+
 from phantora.config.run import RankConfig
+
+if TYPE_CHECKING:
+    from phantora.transport.client import RankClient
 
 
 def install(config: RankConfig):
@@ -66,14 +71,13 @@ def install(config: RankConfig):
     return session
 
 
-def connect(config: RankConfig):
-    """The transport to the launcher's coordinator (and the flush interval it needs), or, with no
-    launcher, a coordinator inside this process."""
-    if config.coordinator:
-        from phantora.transport.client import RankClient
-        return RankClient.connect(config.coordinator, rank=config.rank), 0.01
-    from phantora.runtime.engine_link import LocalTransport
-    return LocalTransport(gpu=config.gpu), None
+def connect(config: RankConfig) -> tuple[RankClient, float]:
+    """The transport to the launcher's coordinator, and the flush interval it needs."""
+    from phantora.transport.client import RankClient
+
+    if not config.coordinator:
+        raise RuntimeError("phantora: this rank has no coordinator to connect to: start scripts with `phantora run`")
+    return RankClient.connect(config.coordinator, rank=config.rank), 0.01
 
 
 def run_user_program(argv: list[str]) -> int:

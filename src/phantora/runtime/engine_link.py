@@ -21,8 +21,6 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from phantora.engine.coordinator import Coordinator
-from phantora.models.network import NetworkSimulator, Topology, cluster_from_flags
 from phantora.protocol.records import (
     NOT_DONE,
     CoalescedRecord,
@@ -41,37 +39,14 @@ from phantora.protocol.records import (
 
 
 class Transport(Protocol):
-    """How batches reach the coordinator (transport.client.RankClient over TCP, or `LocalTransport`)."""
+    """How batches reach the coordinator: transport.client.RankClient, over TCP to the launcher's server (a
+    rank never hosts a coordinator itself, so it loads none of the launcher's code)."""
 
     def send(self, records: list[Record]) -> None: ...
 
     def request(self, records: list[Record]) -> SyncReply: ...
 
     def close(self) -> None: ...
-
-
-class LocalTransport:
-    """A coordinator inside this process, for a single rank (tests and tools that need no launcher)."""
-
-    def __init__(self, coordinator: Coordinator | None = None, *, rank: int = 0, gpu: str = "h200") -> None:
-        if coordinator is None:
-            topology = Topology(cluster_from_flags(gpu=gpu, nodes=1, gpus_per_node=1))
-            coordinator = Coordinator(world_size=1, network=NetworkSimulator(topology))
-        self.coordinator = coordinator
-        self.rank = rank
-
-    def send(self, records: list[Record]) -> None:
-        self.coordinator.submit(self.rank, records)
-
-    def request(self, records: list[Record]) -> SyncReply:
-        for rank, reply in self.coordinator.submit(self.rank, records):
-            if rank == self.rank:
-                return reply
-        raise RuntimeError("phantora: the in-process coordinator could not answer a sync: "
-                           "it waits for another rank\n" + self.coordinator.describe_pending())
-
-    def close(self) -> None:
-        pass
 
 
 class EngineLink:

@@ -32,7 +32,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from phantora.engine.coordinator import CollectiveMismatchError, DeadlockError, ProtocolError
+from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.records import RankFinished, Record, SyncReply
 from phantora.transport.wire import PROTOCOL_VERSION, Failure, FrameReader, Hello, Welcome, WireError, encode
 

@@ -13,12 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from phantora.engine.coordinator import (
-    CollectiveMismatchError,
-    Coordinator,
-    DeadlockError,
-    ProtocolError,
-)
+from phantora.engine.coordinator import Coordinator
 from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.power import PowerCap
 from phantora.models.network import (
@@ -29,6 +24,7 @@ from phantora.models.network import (
     Topology,
     cluster_from_flags,
 )
+from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,
