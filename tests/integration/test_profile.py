@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from conftest import REPO, SCRIPTS
-from phantora.models.compute import KernelDatabase, signature
-from phantora.profiler.oplog import decode_op, read_ops
+from phantora.models.compute import KernelDatabase
+from phantora.models.opcall import decode_op, signature
+from phantora.profiler.oplog import read_ops
 
 SCRIPT = str(SCRIPTS / "profile_ops.py")
 

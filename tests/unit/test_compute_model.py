@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 from benchmark_modules import load_benchmark
 
-from phantora.models.compute import (
-    Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, loose_signature, mta_launches, opcall_from_record,
-    signature,
-)
+from phantora.models.compute import Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, mta_launches
+from phantora.models.opcall import decode_op, loose_signature, signature
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.specs import get_gpu_spec
 
@@ -215,7 +213,7 @@ def test_estimates_are_cached():
 def test_record_decoding():
     rec = {"name": "aten._foreach_add_.Scalar", "args": [{"rep": [3, {"T": [[4], "float32", [1], "cuda"]}]}, {"f": 1.0}],
            "kwargs": [["alpha", 2]], "outputs": []}
-    op = opcall_from_record(rec)
+    op = decode_op(rec)
     assert op.args[0] == (t((4,), "float32"),) * 3 and op.args[1] == 1.0 and op.kwargs == (("alpha", 2),)
 
 
@@ -228,7 +226,7 @@ def _llama_step_ops():
         for line in f:
             r = json.loads(line)
             if r["ctx"] == "llama|step8" and r.get("k"):
-                op = opcall_from_record(r)
+                op = decode_op(r)
                 if any(x.device == "cuda" for x in op.tensor_inputs() + list(op.outputs)):
                     yield op, sum(k[2] for k in r["k"]), len(r["k"])
 

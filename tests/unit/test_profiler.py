@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from phantora.models.compute import DbEntry, KernelDatabase, signature
+from phantora.models.compute import DbEntry, KernelDatabase
+from phantora.models.opcall import decode_op, signature
 from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
 from phantora.profiler.database import check_gpu_name, combined_database, gpu_key_for_device
 from phantora.profiler.measure import TAG, MeasureConfig, Measurer, tag_kernel_times
 from phantora.profiler.oplog import (
-    OpLog, decode_op, encode_record, merge_ops, merge_rank_ops, ops_files_in, read_ops, write_ops,
+    OpLog, encode_record, merge_ops, merge_rank_ops, ops_files_in, read_ops, write_ops,
 )
 from phantora.profiler.rebuild import RebuildError, measurable, rebuild
 from phantora.profiler.run import ProfileConfig, ProfileError, profile_ops

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -34,7 +33,8 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from phantora.models.gpu import GpuSpec
-from phantora.models.ops import KernelClass, KernelEstimate, OpCall, TensorMeta
+from phantora.models.opcall import loose_signature, loosen, signature
+from phantora.models.ops import KernelClass, KernelEstimate, OpCall, TensorMeta, is_contiguous, tensors_in
 
 DTYPE_BYTES: dict[str, int] = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
@@ -62,15 +62,6 @@ def unique_bytes(t: TensorMeta) -> int:
         if stride != 0:
             n *= size
     return n * itemsize(t)
-
-
-def is_contiguous(t: TensorMeta) -> bool:
-    expected = 1
-    for size, stride in zip(reversed(t.shape), reversed(t.stride)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _dense_order(t: TensorMeta) -> tuple[int, ...] | None:
@@ -161,114 +152,9 @@ def writes_strided_slices(op: OpCall) -> bool:
     return math.prod(sizes[:d]) > 1 or (p == "aten.slice_backward" and b.get("step", 1) not in (1, None))
 
 
-def _tensors(value: Any) -> list[TensorMeta]:
-    found: list[TensorMeta] = []
-
-    def visit(v: Any) -> None:
-        if isinstance(v, TensorMeta):
-            found.append(v)
-        elif isinstance(v, tuple):
-            for x in v:
-                visit(x)
-
-    visit(value)
-    return found
-
-
 def packet_name(name: str) -> str:
     """"aten._foreach_mul_.Scalar" -> "aten._foreach_mul_"."""
     return name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
-
-
-# ----------------------------------------------------------------------------- signatures
-
-
-_DEVICE_STR = re.compile(r"^(cuda|cpu|meta):\d+$")
-"""Device strings lose their index in signatures: cuda:3 runs the same kernel as cuda:0."""
-
-
-def _canon(v: Any) -> Any:
-    if isinstance(v, TensorMeta):
-        return ["T", list(v.shape), v.dtype, list(v.stride), v.device.split(":")[0]]
-    if isinstance(v, str):
-        return _DEVICE_STR.sub(r"\1", v)
-    if isinstance(v, bool) or v is None or isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return "<float>"
-    if isinstance(v, (tuple, list)):
-        items = [_canon(x) for x in v]
-        out: list[Any] = []
-        i = 0
-        while i < len(items):  # run-length encode repeats (foreach lists of equal tensors)
-            j = i
-            while j < len(items) and items[j] == items[i]:
-                j += 1
-            out.extend([["rep", j - i, items[i]]] if j - i > 3 else items[i:j])
-            i = j
-        return out
-    if isinstance(v, torch.dtype):  # the runtime passes dtypes as their names: same key either way
-        return str(v).removeprefix("torch.")
-    if isinstance(v, torch.device):
-        return v.type
-    return _DEVICE_STR.sub(r"\1", str(v))
-
-
-def _loosen(v: Any) -> Any:
-    if isinstance(v, list):
-        if len(v) == 3 and v[0] == "rep":
-            return ["rep", v[1], _loosen(v[2])]
-        if len(v) == 5 and v[0] == "T":
-            t = TensorMeta(tuple(v[1]), v[2], tuple(v[3]), v[4])
-            return ["T", v[1], v[2], "c" if is_contiguous(t) else "n", v[4]]
-        return [_loosen(x) for x in v]
-    return v
-
-
-def signature(op: OpCall) -> str:
-    """Exact database key: op name, tensors (shape, dtype, stride, device), non-float arguments.
-    Keyword arguments that are floats or None are left out (eager PyTorch passes `scale=None`
-    or a float where Phantora's runtime may pass nothing; neither changes the kernel)."""
-    kwargs = [(k, v) for k, v in op.kwargs if v is not None and not isinstance(v, float)]
-    return json.dumps([op.name, _canon(op.args), _canon(kwargs)], separators=(",", ":"))
-
-
-def loose_signature(op: OpCall) -> str:
-    """Like `signature` with each tensor's strides reduced to contiguous-or-not."""
-    return json.dumps(_loosen(json.loads(signature(op))), separators=(",", ":"))
-
-
-def _dec(v: Any) -> Any:
-    """Decode the JSON encoding written by benchmarks/h200/common.py back into OpCall values."""
-    if isinstance(v, list):
-        return tuple(_dec(x) for x in v)
-    if isinstance(v, dict):
-        if "T" in v:
-            shape, dtype, stride, device = v["T"]
-            return TensorMeta(tuple(shape), dtype, tuple(stride), device)
-        if "rep" in v:
-            n, item = v["rep"]
-            d = _dec(item)
-            return tuple(d for _ in range(n))
-        if "f" in v:
-            return float(v["f"])
-        if "dtype" in v:
-            return getattr(torch, v["dtype"])
-        if "device" in v:
-            return torch.device(v["device"])
-        if "repr" in v:
-            return v["repr"]
-    return v
-
-
-def opcall_from_record(rec: dict) -> OpCall:
-    """Rebuild the `OpCall` the runtime would build from one measurement record."""
-    kwargs = tuple((k, _dec(v)) for k, v in rec.get("kwargs", []))
-    outs: list[TensorMeta] = []
-    for o in rec.get("outputs", []):
-        d = _dec(o)
-        outs.extend(_tensors(d) if isinstance(d, tuple) else [d])
-    return OpCall(name=rec["name"], args=_dec(rec["args"]), kwargs=kwargs, outputs=tuple(outs))
 
 
 # ----------------------------------------------------------------------------- database
@@ -345,7 +231,7 @@ class KernelDatabase:
         if self._loose is None:
             self._loose = {}
             for sig, entry in self.entries.items():
-                key = json.dumps(_loosen(json.loads(sig)), separators=(",", ":"))
+                key = loosen(sig)
                 cur = self._loose.get(key)
                 if cur is None or _better(entry, cur):
                     self._loose[key] = entry
@@ -710,7 +596,7 @@ def all_gather_copy_in_as_foreach_copy(op: OpCall) -> OpCall:
     """`fsdp.all_gather_copy_in` as the `_foreach_copy_` its CUDA implementation runs: each input into a
     contiguous slot of the all-gather buffer, in the buffer's dtype."""
     args = _fsdp_args(op)
-    sources = tuple(_tensors(args["all_gather_inputs"]))
+    sources = tuple(tensors_in(args["all_gather_inputs"]))
     out = args["all_gather_output"]
     slots = tuple(TensorMeta((t.numel,), out.dtype, (1,), out.device) for t in sources)
     return OpCall("aten._foreach_copy_.default", (slots, sources), (), ())
@@ -721,7 +607,7 @@ def fsdp_copy_kind(op: OpCall) -> str:
     destination's dtype is wider or narrower than the source's."""
     args = _fsdp_args(op)
     source = args["all_gather_output"] if "all_gather_output" in args else args["tensors"]
-    src, dst = _tensors(source), _tensors(args["out"])
+    src, dst = tensors_in(source), tensors_in(args["out"])
     if not src or not dst or itemsize(src[0]) == itemsize(dst[0]):
         return "copy"
     return "cast_up" if itemsize(dst[0]) > itemsize(src[0]) else "cast_down"

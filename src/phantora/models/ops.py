@@ -48,18 +48,32 @@ class OpCall:
 
     def tensor_inputs(self) -> list[TensorMeta]:
         """Every `TensorMeta` among args and kwargs, in order (nested tuples included)."""
-        found: list[TensorMeta] = []
+        return tensors_in((self.args, tuple(v for _, v in self.kwargs)))
 
-        def visit(value: Any) -> None:
-            if isinstance(value, TensorMeta):
-                found.append(value)
-            elif isinstance(value, tuple):
-                for item in value:
-                    visit(item)
 
-        visit(self.args)
-        visit(tuple(v for _, v in self.kwargs))
-        return found
+def tensors_in(value: Any) -> list[TensorMeta]:
+    """Every `TensorMeta` in a value, in order, nested tuples included."""
+    found: list[TensorMeta] = []
+
+    def visit(v: Any) -> None:
+        if isinstance(v, TensorMeta):
+            found.append(v)
+        elif isinstance(v, tuple):
+            for item in v:
+                visit(item)
+
+    visit(value)
+    return found
+
+
+def is_contiguous(t: TensorMeta) -> bool:
+    """Whether the tensor is laid out row-major without gaps (size-1 dimensions may have any stride)."""
+    expected = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.stride)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 KernelClass = Literal[

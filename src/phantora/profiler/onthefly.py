@@ -162,8 +162,7 @@ class _Worker:
         self._last_save = 0.0
 
     def answer(self, request: dict) -> dict:
-        from phantora.models.compute import signature
-        from phantora.profiler.oplog import decode_op
+        from phantora.models.opcall import decode_op, signature
 
         try:
             op = decode_op(request["op"])

@@ -5,17 +5,13 @@ the launcher merges them into `<out>/ops.jsonl`. `phantora profile` reads these 
 each op's inputs and measures it on a real GPU.
 
 File format (JSON lines): a header `{"format": "phantora-ops", "version": 1, "gpu": ..., ...}`, then
-one object per distinct database signature (`models.compute.signature`), sorted by signature:
+one object per distinct database signature (`models.opcall.signature`), sorted by signature:
 
     {"sig": ..., "op": "aten.mm.default", "args": [...], "kwargs": [[name, value], ...],
      "outputs": [...], "calls": 112, "source": "analytic", "est_ns": 41873}
 
-`args`/`kwargs`/`outputs` encode one representative call (the first seen) with enough detail to
-rebuild it: a tensor is `{"T": [shape, dtype, stride, device]}` plus `"off": n` when its storage
-offset is not 0, a run of more than 4 equal items `{"rep": [n, item]}`, tuples are lists, and
-everything else is stored as the runtime saw it (ints, floats, bools, None, dtype names, device
-strings). This is the encoding of `benchmarks/h200/common.py`, so
-`models.compute.opcall_from_record` reads these records too. `calls` is summed over ranks;
+`op`/`args`/`kwargs`/`outputs` are one representative call (the first seen) in the one `OpCall` encoding,
+`models/opcall.py` (`encode_op`; `decode_op` reads it back). `calls` is summed over ranks;
 `source` and `est_ns` are what the cost model answered ("measured" = a database entry).
 
 Note: [Counting ops on the hot path]
@@ -31,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from phantora.models.compute import signature
-from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
+from phantora.models.opcall import encode_op, signature
+from phantora.models.ops import KernelEstimate, OpCall
 
 OPS_FORMAT = "phantora-ops"
 OPS_VERSION = 1
@@ -81,58 +77,10 @@ class OpLog:
 # ----------------------------------------------------------------------------- encoding
 
 
-def _enc(v: Any) -> Any:
-    if isinstance(v, TensorMeta):
-        t: dict[str, Any] = {"T": [list(v.shape), v.dtype, list(v.stride), v.device]}
-        if v.storage_offset:
-            t["off"] = v.storage_offset
-        return t
-    if isinstance(v, (tuple, list)):
-        items = [_enc(x) for x in v]
-        if len(items) > 4 and all(x == items[0] for x in items):
-            return {"rep": [len(items), items[0]]}
-        return items
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
-
-
-def _dec(v: Any) -> Any:
-    if isinstance(v, list):
-        return tuple(_dec(x) for x in v)
-    if isinstance(v, dict):
-        if "T" in v:
-            shape, dtype, stride, device = v["T"]
-            return TensorMeta(tuple(shape), dtype, tuple(stride), device, int(v.get("off", 0)))
-        if "rep" in v:
-            n, item = v["rep"]
-            d = _dec(item)
-            return tuple(d for _ in range(n))
-        if "f" in v:  # benchmarks/h200/common.py's float encoding
-            return float(v["f"])
-        if "dtype" in v:
-            return v["dtype"]
-        if "device" in v:
-            return v["device"]
-        if "repr" in v:
-            return v["repr"]
-        raise ValueError(f"unknown encoded value {v!r}")
-    return v
-
-
 def encode_record(op: OpCall, *, sig: str | None = None, calls: int = 1, source: str = "",
                   est_ns: int = 0) -> dict[str, Any]:
-    return {"sig": sig or signature(op), "op": op.name, "args": _enc(op.args),
-            "kwargs": [[k, _enc(v)] for k, v in op.kwargs], "outputs": _enc(op.outputs),
-            "calls": calls, "source": source, "est_ns": est_ns}
-
-
-def decode_op(rec: dict[str, Any]) -> OpCall:
-    """The `OpCall` a record describes (same signature as the call it was written from)."""
-    outputs = _dec(rec.get("outputs", []))
-    return OpCall(name=rec["op"], args=_dec(rec["args"]),
-                  kwargs=tuple((k, _dec(v)) for k, v in rec.get("kwargs", [])),
-                  outputs=tuple(o for o in outputs if isinstance(o, TensorMeta)))
+    """One line of an ops file: the call's record (models/opcall.py), its signature and what the model said."""
+    return {"sig": sig or signature(op), **encode_op(op), "calls": calls, "source": source, "est_ns": est_ns}
 
 
 # ----------------------------------------------------------------------------- files

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from phantora.models.compute import FREE_OPS, packet_name, signature
+from phantora.models.compute import FREE_OPS, packet_name
+from phantora.models.opcall import signature
 from phantora.models.ops import OpCall, TensorMeta
 
 

@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from phantora.models.compute import DbEntry, KernelDatabase, signature
+from phantora.models.compute import DbEntry, KernelDatabase
+from phantora.models.opcall import decode_op, signature
 from phantora.profiler.database import check_gpu_name, gpu_key_for_device
 from phantora.profiler.measure import NOT_STARTED, MeasureConfig, Measurement, Measurer
-from phantora.profiler.oplog import decode_op, merge_ops, ops_files_in, read_ops
+from phantora.profiler.oplog import merge_ops, ops_files_in, read_ops
 from phantora.profiler.rebuild import measurable
 
 
