@@ -19,8 +19,8 @@ from phantora.cli.launch import launch
 from phantora.cli.main import config_from_args, parse_command_line
 from phantora.transport.client import DELAY_ENV_VAR
 
-STAND_IN = Path(__file__).resolve().parents[2] / "support" / "stand_in_rank.py"
-REPO = Path(__file__).resolve().parents[3]
+STAND_IN = Path(__file__).resolve().parents[1] / "support" / "stand_in_rank.py"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass
