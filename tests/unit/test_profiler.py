@@ -17,6 +17,7 @@ from phantora.profiler.oplog import (
 )
 from phantora.profiler.rebuild import RebuildError, measurable, rebuild
 from phantora.profiler.run import ProfileConfig, ProfileError, profile_ops
+from phantora.specs import load_profile
 
 
 def t(shape, dtype="float32", stride=None, device="cuda", offset=0):
@@ -213,7 +214,7 @@ def test_profile_pipeline_writes_a_mergeable_database(tmp_path, capsys):
     assert report["skipped"][0]["reason"].startswith("cannot rebuild")
     assert "skipped 1 x cannot rebuild" in capsys.readouterr().err
     # merged with the shipped database, the new entries answer
-    merged = KernelDatabase.packaged("h200").merge(db)
+    merged = load_profile("h200").kernels.value.merge(db)
     assert merged.lookup(TO_BF16)[0] == db.lookup(TO_BF16)[0]
     # --only-missing: what --out has is not measured again; the file keeps its entries
     again = profile_ops(ProfileConfig(inputs=(str(ops_path),), out=str(out), gpu="h200", only_missing=True,
@@ -258,7 +259,7 @@ def test_combined_database_precedence(tmp_path):
         paths.append(tmp_path / f"{name}.jsonl")
     assert combined_database("h200", paths[:2], packaged=False).lookup(MM)[0].kernel_ns == 200  # last given wins ties
     assert combined_database("h200", paths, packaged=False).lookup(MM)[0].kernel_ns == 300  # in-step beats micro
-    packaged = KernelDatabase.packaged("h200")
+    packaged = load_profile("h200").kernels.value
     combined = combined_database("h200", paths[:1])
     assert len(combined) == len(packaged) + 1 and combined is not packaged
     KernelDatabase("h100").save(tmp_path / "h100.jsonl")

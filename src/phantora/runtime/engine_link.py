@@ -22,7 +22,7 @@ import threading
 from typing import Protocol
 
 from phantora.engine.coordinator import Coordinator
-from phantora.models.network import NetworkSimulator, Topology, cluster_from_flags
+from phantora.models.network import NetworkSimulator, Topology
 from phantora.protocol.records import (
     NOT_DONE,
     CoalescedRecord,
@@ -38,6 +38,7 @@ from phantora.protocol.records import (
     SyncReply,
     SyncRequest,
 )
+from phantora.specs.cluster import cluster_from_flags
 
 
 class Transport(Protocol):

@@ -1,19 +1,17 @@
 """Network model: cluster topology, NCCL algorithm choice, max-min fair flows, event-driven simulator.
 
-Pure: no torch, no sockets, no clocks. See docs/network-model.md and the interface at the top of
+Pure: no torch, no sockets, no clocks, no files (a GPU's defaults come from `phantora.specs`). See docs/network-model.md and the interface at the top of
 simulator.py.
 """
 
 from phantora.models.network.config import (
-    GPU_FAMILY_DEFAULTS,
     ClusterNetworkConfig,
     FabricConfig,
     NcclTuning,
     NicConfig,
+    NodeDefaults,
     NvlinkConfig,
-    cluster_from_flags,
-    cluster_from_toml,
-    cluster_from_toml_dict,
+    cluster_for_node,
 )
 from phantora.models.network.nccl import OPS, SIZE_CONVENTION, NcclModel, TransferPlan
 from phantora.models.network.simulator import (
@@ -25,8 +23,8 @@ from phantora.models.network.simulator import (
 from phantora.models.network.topology import Topology
 
 __all__ = [
-    "GPU_FAMILY_DEFAULTS", "ClusterNetworkConfig", "FabricConfig", "NcclTuning", "NicConfig", "NvlinkConfig",
-    "cluster_from_flags", "cluster_from_toml", "cluster_from_toml_dict",
+    "ClusterNetworkConfig", "FabricConfig", "NcclTuning", "NicConfig", "NodeDefaults", "NvlinkConfig",
+    "cluster_for_node",
     "OPS", "SIZE_CONVENTION", "NcclModel", "TransferPlan",
     "CollectiveRequest", "Completion", "LateRequestError", "NetworkSimulator",
     "Topology",
