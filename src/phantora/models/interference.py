@@ -13,16 +13,16 @@ run slower than alone. The model is two factors, applied by the coordinator and 
   moves this many times slower.
 
 A GPU's factors are in its profile (specs/<gpu>/sharing.json). The H200's were fitted on kernel-level
-profiles of real training steps on 4x H200 (data/h200/e2e/step_profiles, benchmarks/e2e/compare_step.py): GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2)
-and 1.50x (8B) their time in the same step when alone, GEMMs with no NCCL beside them 1.01x /
-1.03x what the compute model predicts; all-gathers in those steps took 1.6-2.4x and
-reduce-scatters 1.5-2.3x their alone time. Microbenchmarks of one GEMM or one elementwise kernel
-against one collective (data/h200/collectives/overlap) slow less (compute 1.0-1.3x, collectives 1.2-2.5x,
-more beside long GEMMs): a training step overlaps a long run of mixed kernels, not one. DDP's all-reduces
-slow compute less and are slowed less than FSDP2's all-gathers and reduce-scatters (`by_op`). The kernel gap
-is fitted on the layer timeline of the 1.5B Llama on one GPU (data/h200/e2e/timelines): the profiles put
-part of it in larger gaps than the compute model's minimum and part in kernels that run slower in a step
-than alone (docs/coordinator.md "Kernel gap").
+profiles of real training steps on 4x H200 (data/h200/e2e/step_profiles, benchmarks/e2e/compare_step.py):
+GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2) and 1.50x (8B) their time in the same step
+when alone, GEMMs with no NCCL beside them 1.01x / 1.03x what the compute model predicts; all-gathers in
+those steps took 1.6-2.4x and reduce-scatters 1.5-2.3x their alone time. Microbenchmarks of one GEMM or one
+elementwise kernel against one collective (data/h200/collectives/overlap) slow less (compute 1.0-1.3x,
+collectives 1.2-2.5x, more beside long GEMMs): a training step overlaps a long run of mixed kernels, not one.
+DDP's all-reduces slow compute less and are slowed less than FSDP2's all-gathers and reduce-scatters
+(`by_op`). The kernel gap is fitted on the layer timeline of the 1.5B Llama on one GPU
+(data/h200/e2e/timelines): the profiles put part of it in larger gaps than the compute model's minimum and
+part in kernels that run slower in a step than alone (docs/coordinator.md "Kernel gap").
 """
 
 from __future__ import annotations

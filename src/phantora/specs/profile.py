@@ -112,36 +112,42 @@ def _specs_root() -> Traversable:
 
 @cache
 def known_gpus() -> tuple[str, ...]:
-    """Keys of the GPUs that have a profile (a folder with profile.toml), sorted."""
-    return tuple(sorted(d.name for d in _specs_root().iterdir() if d.is_dir() and d.joinpath("profile.toml").is_file()))
+    """Keys of the GPUs that have a profile (a folder of specs/ with profile.toml), sorted."""
+    return _gpus_in(_specs_root())
 
 
-def gpu_key(name: str) -> str:
+def _gpus_in(root: Traversable) -> tuple[str, ...]:
+    return tuple(sorted(d.name for d in root.iterdir() if d.is_dir() and d.joinpath("profile.toml").is_file()))
+
+
+def gpu_key(name: str, root: Traversable | None = None) -> str:
     """The profile key of a GPU name as a user gives it ("H100" -> "h100"); UnknownGpuError if none."""
+    known = known_gpus() if root is None else _gpus_in(root)
     key = name.lower()
-    if key not in known_gpus():
-        raise UnknownGpuError(f"unknown GPU '{name}'; known GPUs: {', '.join(known_gpus())}")
+    if key not in known:
+        raise UnknownGpuError(f"unknown GPU '{name}'; known GPUs: {', '.join(known)}")
     return key
 
 
 @cache
 def load_profile(name: str) -> DeviceProfile:
-    """The profile of GPU `name` (case-insensitive), read once per process."""
+    """The profile of GPU `name` (case-insensitive) shipped with Phantora, read once per process."""
     key = gpu_key(name)
-    if key != name:
-        return load_profile(key)
-    return _build(key, _read_toml(key))
+    return load_profile(key) if key != name else read_profile(key, _specs_root())
 
 
-def _read_toml(key: str) -> dict[str, Any]:
+def read_profile(name: str, root: Traversable) -> DeviceProfile:
+    """The profile of GPU `name` from the folders under `root` (laid out as specs/), read now."""
+    key = gpu_key(name, root)
     where = f"specs/{key}/profile.toml"
     try:
-        return tomllib.loads(_specs_root().joinpath(key, "profile.toml").read_text())
+        toml = tomllib.loads(root.joinpath(key, "profile.toml").read_text())
     except tomllib.TOMLDecodeError as error:
         raise ProfileError(f"{where}: not valid TOML: {error}") from None
+    return _build(key, toml, root)
 
 
-def _build(key: str, toml: dict[str, Any]) -> DeviceProfile:
+def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
     where = f"specs/{key}/profile.toml"
     borrow, absent = dict(toml.get("borrow", {})), dict(toml.get("absent", {}))
     borrow.pop("why", None)
@@ -163,28 +169,29 @@ def _build(key: str, toml: dict[str, Any]) -> DeviceProfile:
     empty: dict[str, Callable[[], Any]] = {
         "power": lambda: None, "kernels": lambda: KernelDatabase(key), "gemm_kernels": GemmKernelTable,
     }
-    parts = {name: _part(key, name, borrow, absent, readers[name], empty.get(name)) for name in PART_FILES}
+    parts = {name: _part(root, key, name, borrow, absent, readers[name], empty.get(name)) for name in PART_FILES}
     if parts["power"].value is None and "power" not in absent:
         raise ProfileError(f"{where}: no power model: give power.json, [borrow] power or [absent] power")
     return DeviceProfile(key=key, spec=_spec(key, toml, where), node=_node(toml, where), absent=absent, **parts)
 
 
-def _part(key: str, name: str, borrow: Mapping[str, str], absent: Mapping[str, str],
+def _part(root: Traversable, key: str, name: str, borrow: Mapping[str, str], absent: Mapping[str, str],
           read: Callable[[Traversable, str], Any], empty: Callable[[], Any] | None) -> Part:
     """The part from the GPU's own file, else from the GPU `[borrow]` names, else absent."""
-    own = _specs_root().joinpath(key, PART_FILES[name])
+    own = root.joinpath(key, PART_FILES[name])
     if own.is_file():
         return Part(value=read(own, f"specs/{key}/{PART_FILES[name]}"), source=f"specs/{key}/{PART_FILES[name]}")
     if name in borrow:
-        lender = gpu_key(str(borrow[name]))
-        file = _specs_root().joinpath(lender, PART_FILES[name])
+        lender = gpu_key(str(borrow[name]), root)
+        file = root.joinpath(lender, PART_FILES[name])
         src = f"specs/{lender}/{PART_FILES[name]}"
         if lender == key or not file.is_file():
             raise ProfileError(f"specs/{key}/profile.toml: [borrow] {name} = {lender!r}, but {src} does not exist")
         return Part(value=read(file, src), source=src, borrowed_from=lender)
     if name in absent and empty is not None:
         return Part(value=empty(), source=str(absent[name]))
-    raise ProfileError(f"specs/{key}: no {PART_FILES[name]}, and profile.toml neither borrows nor marks absent '{name}'")
+    raise ProfileError(f"specs/{key}: no {PART_FILES[name]}, and profile.toml neither borrows nor marks absent "
+                       f"'{name}'")
 
 
 # --- profile.toml ---------------------------------------------------------------------------------------
@@ -274,7 +281,8 @@ def _sharing(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> GpuSh
         values["by_op"] = tuple((op, float(f["compute_slowdown"]), float(f["nccl_slowdown"]))
                                 for op, f in dict(values.get("by_op", {})).items())
     except (KeyError, TypeError, AttributeError) as error:
-        raise ProfileError(f"{where}: by_op must map an operation to its compute_slowdown and nccl_slowdown ({error})") from None
+        raise ProfileError(f"{where}: by_op must map an operation to its compute_slowdown and nccl_slowdown "
+                           f"({error})") from None
     return _construct(GpuSharing, where, **values)
 
 
