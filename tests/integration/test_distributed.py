@@ -6,7 +6,9 @@ import pytest
 
 from conftest import SCRIPTS, rank_json
 
-from phantora.models.host import H200_HOST
+from phantora.specs import load_profile
+
+H200_HOST = load_profile("h200").host.value
 from phantora.models.host_contention import H200_VM
 
 PROBE = str(SCRIPTS / "dist_probe.py")

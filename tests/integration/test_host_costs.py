@@ -2,7 +2,9 @@
 
 from conftest import SCRIPTS
 
-from phantora.models.host import H200_HOST as C
+from phantora.specs import load_profile
+
+C = load_profile("h200").host.value
 
 
 def test_module_optimizer_clip_loader_and_backward_costs(phantora):

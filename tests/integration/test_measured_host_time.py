@@ -3,7 +3,9 @@
 
 from conftest import SCRIPTS
 
-from phantora.models.host import H200_HOST as C
+from phantora.specs import load_profile
+
+C = load_profile("h200").host.value
 
 
 def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantora):

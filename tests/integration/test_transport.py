@@ -12,7 +12,8 @@ import pytest
 from stand_in_rank import make_programs, replay
 
 from phantora.engine.coordinator import Coordinator
-from phantora.models.network import NetworkSimulator, Topology, cluster_from_flags
+from phantora.models.network import NetworkSimulator, Topology
+from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import CollectiveRecord, KernelRecord, RankFinished, SyncReply, SyncRequest
 from phantora.transport.client import (
     DELAY_ENV_VAR,

@@ -5,7 +5,7 @@ how a cycle or an arrow back up hides.
 - Each package imports only the packages `ALLOWED` names: `models` and `protocol` nothing of ours, `transport`
   only `protocol`, the launcher's `engine` and `reports` never the rank's `runtime`, and nothing imports `cli`.
 - A rank process (everything `runtime` imports, at any depth) loads no launcher code: not the coordinator, the
-  network simulator, the coordinator server, the CLI or the reports.
+  network simulator (its typed configuration aside), the coordinator server, the CLI or the reports.
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ ALLOWED: dict[str, set[str]] = {
 }
 """Package -> the packages of ours it may import (docs/architecture.md, Dependency direction)."""
 
-RANK_FORBIDDEN = ("phantora.engine", "phantora.models.network", "phantora.transport.server", "phantora.cli",
-                  "phantora.reports")
-"""Modules (and everything under them) a rank process must never load: they belong to the launcher."""
+RANK_FORBIDDEN = ("phantora.engine", "phantora.models.network.simulator", "phantora.models.network.flows",
+                  "phantora.models.network.nccl", "phantora.models.network.topology", "phantora.transport.server",
+                  "phantora.cli", "phantora.reports")
+"""Modules (and everything under them) a rank process must never load: they belong to the launcher. The
+network package's typed configuration (`models.network.config`, NCCL tuning in a GPU's profile) is data the
+rank may hold; the package's `__init__` loads its other modules only when one of their names is asked for."""
 
 
 def module_name(path: Path) -> str:

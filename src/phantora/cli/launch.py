@@ -46,12 +46,10 @@ from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_repo
 from phantora.cli.output import OutputConfig, OutputPump
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
-from phantora.models.interference import H200_SHARING, GpuSharing
-from phantora.models.power import power_cap_for
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
-from phantora.specs import get_gpu_spec
+from phantora.specs import DeviceProfile
 from phantora.transport.client import TOKEN_ENV_VAR
 from phantora.transport.server import CoordinatorServer, ServerFailure
 
@@ -198,6 +196,9 @@ class LaunchConfig:
     """One simulated job: the program, the cluster, and how to run and watch its ranks."""
 
     program: ProgramSpec
+    profile: DeviceProfile
+    """The simulated GPU's profile, resolved once by the CLI: its sharing and power models run in the
+    coordinator, its spec and borrowed parts go into the summary (the ranks resolve `rank_config.gpu` again)."""
     rank_config: RankConfig
     """Settings every rank shares; `rank`, `world_size` and `coordinator` are filled in per rank."""
     cluster: ClusterNetworkConfig
@@ -220,13 +221,14 @@ class LaunchConfig:
     """The command a rank process runs, followed by the program's argv (tests use a stand-in rank)."""
     launch_latency_ns: int = 0
     """The coordinator's launch latency; 0 because the host model already charges launches."""
-    sharing: GpuSharing = H200_SHARING
-    """How compute and NCCL kernels slow each other on one GPU (models/interference.py)."""
     power_cap: bool = True
-    """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU has a power
-    model (models/power.py)."""
+    """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU's profile has a
+    power model (models/power.py)."""
 
     def __post_init__(self) -> None:
+        if not self.profile.key == self.rank_config.gpu == self.cluster.gpu:
+            raise ValueError(f"the GPU profile ({self.profile.key}), the ranks' GPU ({self.rank_config.gpu}) and the "
+                             f"cluster's ({self.cluster.gpu}) differ")
         if self.nnodes < 1 or self.nproc_per_node < 1:
             raise ValueError(f"need at least one node and one process per node, got --nnodes {self.nnodes} "
                              f"--nproc-per-node {self.nproc_per_node}")
@@ -315,10 +317,11 @@ class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
         self.config = config
         self.world_size = config.world_size
-        network = NetworkSimulator(Topology(config.cluster), sharing=config.sharing)
-        power = power_cap_for(config.rank_config.gpu) if config.power_cap else None
+        sharing = config.profile.sharing.value  # how compute and NCCL kernels slow each other (models/interference.py)
+        network = NetworkSimulator(Topology(config.cluster), sharing=sharing)
+        power = config.profile.power.value if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
-                                       sharing=config.sharing, power=power)
+                                       sharing=sharing, power=power)
         self.server = CoordinatorServer(self.coordinator, self.world_size)
         role = config.workers.role if config.workers else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
@@ -489,7 +492,7 @@ class _Launcher:
         error = None if exit_code == 0 else self._error_line(outcome, root)
         own = resource.getrusage(resource.RUSAGE_SELF)
         summary = build_summary(
-            coordinator=self.coordinator, gpu=get_gpu_spec(cfg.rank_config.gpu), cluster=cfg.cluster,
+            coordinator=self.coordinator, gpu=cfg.profile.spec, cluster=cfg.cluster, borrowed=cfg.profile.borrowed(),
             world_size=self.world_size, out_dir=cfg.out_dir, exit_code=exit_code,
             complete=self.server.finished and exit_code == 0,
             wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],

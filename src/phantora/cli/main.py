@@ -39,12 +39,13 @@ from phantora.cli.torchrun import (
     torchrun_plan,
 )
 from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
-from phantora.models.host_contention import HOST_CONTENTION
-from phantora.models.network import GPU_FAMILY_DEFAULTS, ClusterNetworkConfig, cluster_from_flags, cluster_from_toml
+from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION
+from phantora.models.network import ClusterNetworkConfig
 from phantora.profiler.command import add_profile_arguments, run_profile
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
-from phantora.specs import UnknownGpuError, get_gpu_spec, load_gpu_specs
+from phantora.specs import DeviceProfile, ProfileError, UnknownGpuError, known_gpus, load_profile
+from phantora.specs.cluster import cluster_from_flags, cluster_from_toml
 
 
 class CliError(Exception):
@@ -67,7 +68,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
 
     p = parser.add_argument_group("phantora options")
     where = p.add_mutually_exclusive_group(required=True)
-    option(where, "--gpu", help=f"GPU model: {', '.join(sorted(load_gpu_specs()))} (nodes as its DGX/HGX)")
+    option(where, "--gpu", help=f"GPU model: {', '.join(known_gpus())} (nodes as its DGX/HGX)")
     option(where, "--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
     option(p, "--out", default="phantora-out", help="output folder (default phantora-out/)")
     option(p, "--strict", action="store_true",
@@ -93,7 +94,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
            help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
                 "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
                 "measured the CPU time measured on this machine")
-    option(p, "--host-contention", choices=tuple(HOST_CONTENTION), default="h200-vm",
+    option(p, "--host-contention", choices=tuple(HOST_CONTENTION), default=DEFAULT_HOST_CONTENTION,
            help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
                 "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
                 "of several ranks waits for its slowest (default); none = dedicated hosts "
@@ -245,11 +246,16 @@ def program_from_args(words: list[str]) -> ProgramSpec:
 
 
 # --- cluster --------------------------------------------------------------------------------------
-def _gpu_key(name: str) -> str:
+def gpu_profile(name: str) -> DeviceProfile:
+    """The profile of GPU `name` (`--gpu`, a cluster file's `gpu`): resolved here once and passed down."""
     try:
-        return get_gpu_spec(name).key
-    except UnknownGpuError as error:
+        return load_profile(name)
+    except (UnknownGpuError, ProfileError) as error:
         raise CliError(str(error)) from None
+
+
+def _gpu_key(name: str) -> str:
+    return gpu_profile(name).key
 
 
 def cluster_file(path: str) -> ClusterNetworkConfig:
@@ -271,7 +277,7 @@ def cluster_from_gpu(gpu: str, *, nodes: int, gpus_per_node: int) -> ClusterNetw
 
 def _node_gpus(gpu: str) -> int:
     """GPUs in one node of the GPU's family (its DGX/HGX)."""
-    return GPU_FAMILY_DEFAULTS[_gpu_key(gpu)].gpus_per_node
+    return gpu_profile(gpu).node.gpus_per_node
 
 
 def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
@@ -362,8 +368,8 @@ def _simulated_node(args: argparse.Namespace) -> tuple[int, tuple[int, int]]:
     """GPUs of one simulated node and their compute capability: what a framework's launcher finds on it."""
     if args.cluster:
         cluster = cluster_file(args.cluster)
-        return cluster.gpus_per_node, get_gpu_spec(cluster.gpu).compute_capability
-    return _node_gpus(args.gpu), get_gpu_spec(_gpu_key(args.gpu)).compute_capability
+        return cluster.gpus_per_node, gpu_profile(cluster.gpu).spec.compute_capability
+    return _node_gpus(args.gpu), gpu_profile(args.gpu).spec.compute_capability
 
 
 def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None = None, *,
@@ -402,9 +408,9 @@ def accelerate_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig,
     return config, started.notes + notes
 
 
-def _launch_config(**kwargs) -> LaunchConfig:
+def _launch_config(*, cluster: ClusterNetworkConfig, **kwargs) -> LaunchConfig:
     try:
-        return LaunchConfig(**kwargs)
+        return LaunchConfig(cluster=cluster, profile=gpu_profile(cluster.gpu), **kwargs)
     except ValueError as error:  # world size vs cluster and the like
         raise CliError(str(error)) from None
 

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from phantora.models.host_contention import HOST_CONTENTION
+from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION
 
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
 """The CLI hands the rank process its `RankConfig` as JSON through this variable."""
@@ -28,7 +28,7 @@ class RankConfig:
     """Everything a rank process needs to simulate its GPU(s)."""
 
     gpu: str
-    """GPU model key from specs/gpus.toml, e.g. "h200"."""
+    """The GPU's profile key (`phantora.specs`, a folder of specs/), e.g. "h200"; the rank resolves it once."""
     devices_per_process: int = 1
     """How many CUDA devices the process sees (torch.cuda.device_count())."""
     out_dir: str = "phantora-out"
@@ -55,12 +55,12 @@ class RankConfig:
     host_time_scale: float = 1.0
     """`--host-time-scale`: the target host CPU's time for the same work over the reference one's (below
     1: a faster CPU). With host_time "model" every host-model constant is multiplied by it (the reference
-    is the H200 machine's CPU the constants were measured on); with "measured", the measured CPU time
+    is the host CPU the GPU profile's constants were measured on); with "measured", the measured CPU time
     (the reference is this machine)."""
 
-    host_contention: str = "h200-vm"
+    host_contention: str = DEFAULT_HOST_CONTENTION
     """`--host-contention`: how contended the target cluster's host CPUs are (models/host_contention.py
-    Note [Contended hosts]); "h200-vm", the hosts the host model was measured on, or "none". Host model only."""
+    Note [Contended hosts]): a key of `HOST_CONTENTION`. Host model only."""
 
     def __post_init__(self) -> None:
         if self.host_contention not in HOST_CONTENTION:

@@ -6,17 +6,18 @@ Sources, in order (see docs/compute-model.md):
    signature (op name, every tensor's shape/dtype/stride/device, the non-tensor arguments that
    change the kernel; float values are ignored — an optimizer's learning rate does not change a
    kernel). A second, looser key drops strides (keeps only "contiguous or not") and is tried next.
-2. **Calibrated analytic model** per kernel class: roofline terms with efficiencies fitted to H200
-   measurements (`phantora/data/h200/calibration.json`, produced by
-   `benchmarks/h200/fit_compute_model.py`). Other GPUs reuse the H200 efficiencies with their own
-   peak FLOP/s, HBM bandwidth and SM count.
+2. **Calibrated analytic model** per kernel class: roofline terms with efficiencies fitted to one
+   reference GPU's measurements (`Calibration`: specs/<gpu>/calibration.json, written by
+   benchmarks/kernels/fit.py on data/<gpu>/kernels/), applied with the simulated GPU's own peak
+   FLOP/s, HBM bandwidth and SM count. A GPU without its own calibration borrows one (its profile says so).
 3. **Generic** memory-bound estimate (bytes read + written at the calibrated "generic" bandwidth)
    for ops with no specific model; `source="generic"` so the runtime can count and list them.
 
 Every estimate's duration is the sum of the op's kernel times plus `kernel_gap_ns` per kernel:
-the gap the H200 leaves between back-to-back kernels of one stream (measured ~1.1 µs in the
-llama run), so a GPU-bound timeline built from these durations matches the real step.
-Durations are integer nanoseconds, rounded (never truncated).
+the minimum gap the GPU leaves between back-to-back kernels of one stream (about 1.1 µs on the H200
+inside training steps), so a GPU-bound timeline built from these durations matches the real step.
+Durations are integer nanoseconds, rounded (never truncated). Pure: the GPU's profile
+(`phantora.specs`) reads the files and hands the database and calibration in.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -92,7 +92,7 @@ def strided_access(tensors: Iterable[TensorMeta]) -> bool:
 
 # Note [Pointwise kernel paths]
 # TensorIterator runs a pointwise op on one of three CUDA kernels, and their speed differs by up to
-# 4x for the same bytes (H200, in-step kernels of the llama steps in data/h200, bandwidth as a
+# 4x for the same bytes (H200, in-step kernels of the llama steps in data/h200/kernels/in_step, bandwidth as a
 # fraction of 4.8 TB/s): `vectorized_elementwise_kernel` when every operand is contiguous and of
 # the kernel's dtype (0.85-0.92); `unrolled_elementwise_kernel` when they are contiguous but some
 # must be cast (0.56 for float32 + bfloat16); `elementwise_kernel` with an offset calculator when
@@ -172,7 +172,7 @@ class DbEntry:
     """How many measurements the median is over."""
     origin: str
     """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot", or
-    "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/h200/dataset.py)."""
+    "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/kernels/dataset.py)."""
     op: str = ""
     kernels: tuple[str, ...] = ()
     """Names of the kernels the op launched, where the measurement saw them (`phantora profile`'s profiler
@@ -255,10 +255,11 @@ class KernelDatabase:
     @classmethod
     def load(cls, path: str | Path) -> "KernelDatabase":
         with open(path) as f:
-            return cls._parse(f.read().splitlines(), str(path))
+            return cls.parse(f.read().splitlines(), str(path))
 
     @classmethod
-    def _parse(cls, lines: list[str], where: str) -> "KernelDatabase":
+    def parse(cls, lines: list[str], where: str) -> "KernelDatabase":
+        """The database in `lines` (a file's lines; `where` names the file in errors)."""
         if not lines:
             raise ValueError(f"{where}: empty kernel database")
         head = json.loads(lines[0])
@@ -274,23 +275,10 @@ class KernelDatabase:
             db._put(r["sig"], DbEntry.from_record(r))
         return db
 
-    @classmethod
-    def packaged(cls, gpu: str) -> "KernelDatabase":
-        """The database shipped for `gpu` (`phantora/data/<gpu>/kernels.jsonl`); empty if none."""
-        return _packaged_db(gpu)
-
 
 def _better(a: DbEntry, b: DbEntry) -> bool:
     pa, pb = ORIGIN_PRIORITY.get(a.origin, 0), ORIGIN_PRIORITY.get(b.origin, 0)
     return (pa, a.count) > (pb, b.count)
-
-
-@lru_cache(maxsize=None)
-def _packaged_db(gpu: str) -> KernelDatabase:
-    res = resources.files("phantora").joinpath("data", gpu, "kernels.jsonl")
-    if not res.is_file():
-        return KernelDatabase(gpu)
-    return KernelDatabase._parse(res.read_text().splitlines(), f"phantora/data/{gpu}/kernels.jsonl")
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -298,7 +286,7 @@ def _packaged_db(gpu: str) -> KernelDatabase:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """Fitted constants of the analytic model (from one reference GPU, usually the H200)."""
+    """Fitted constants of the analytic model, from one reference GPU (`reference_gpu`)."""
 
     reference_gpu: str
     kernel_gap_ns: float
@@ -314,16 +302,6 @@ class Calibration:
     def from_dict(cls, d: dict) -> "Calibration":
         return cls(reference_gpu=d["reference_gpu"], kernel_gap_ns=float(d["kernel_gap_ns"]), gemm=d["gemm"],
                    attention=d["attention"], memory=d["memory"], foreach=d["foreach"], raw=d)
-
-    @classmethod
-    def packaged(cls, gpu: str = "h200") -> "Calibration":
-        return _packaged_calibration(gpu)
-
-
-@lru_cache(maxsize=None)
-def _packaged_calibration(gpu: str) -> Calibration:
-    text = resources.files("phantora").joinpath("data", gpu, "calibration.json").read_text()
-    return Calibration.from_dict(json.loads(text))
 
 
 # ----------------------------------------------------------------------------- op classes
@@ -673,17 +651,16 @@ def foreach_launches(op: OpCall) -> int:
 class ComputeModel:
     """Estimates the GPU time of intercepted ops for one GPU model.
 
-    `database=None` loads the database shipped for `gpu.key` (empty if there is none); pass
-    `KernelDatabase(gpu.key)` for the analytic model alone. `calibration=None` loads the shipped
-    H200 calibration.
+    `database`: the measured kernel times of `gpu` (`KernelDatabase(gpu.key)` for the analytic model alone);
+    `calibration`: the analytic model's constants. A GPU's profile (`phantora.specs.load_profile`) has both.
     """
 
-    def __init__(self, gpu: GpuSpec, database: KernelDatabase | None = None, calibration: Calibration | None = None):
+    def __init__(self, gpu: GpuSpec, database: KernelDatabase, calibration: Calibration):
         self.gpu = gpu
-        self.database = KernelDatabase.packaged(gpu.key) if database is None else database
+        self.database = database
         if self.database.gpu != gpu.key:
             raise ValueError(f"kernel database is for {self.database.gpu}, not {gpu.key}")
-        self.cal = calibration or Calibration.packaged("h200")
+        self.cal = calibration
         self._cache: dict[OpCall, KernelEstimate] = {}
 
     # -- public ------------------------------------------------------------------------------

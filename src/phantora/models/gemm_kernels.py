@@ -3,17 +3,19 @@
 Note [First launch of a cuBLAS kernel]
 The first time a process launches a given cuBLAS kernel (on the H200: an `nvjet_sm90_*` kernel) its host
 spends 3-5 ms in the GEMM call, on top of choosing an algorithm for a new problem (`gemm_select_ns`).
-CUDA_MODULE_LOADING=EAGER does not remove it (data/h200/call44). Steps of fixed shapes pay it in their first
-step. A mixture-of-experts layer's experts get a new row count almost every call, cuBLAS picks one of ~15
-kernels per GEMM by the row count, and a new pick stalls the rank's host: moe_a2a's 4-GPU timelines show
-4-5 ms forward and 6-23 ms backward stalls at the same calls on two leases (calls 31 and 39), in steps 3-10
-of a 12-step run, and none with balanced routing. Replaying those row counts on one GPU (calls 44, 45) put
-the stalls exactly where the table below says a kernel is launched for the first time.
+CUDA_MODULE_LOADING=EAGER does not remove it (data/h200/host/first_launch). Steps of fixed shapes pay it in
+their first step. A mixture-of-experts layer's experts get a new row count almost every call, cuBLAS picks one
+of ~15 kernels per GEMM by the row count, and a new pick stalls the rank's host: moe_a2a's 4-GPU timelines
+show 4-5 ms forward and 6-23 ms backward stalls at the same calls on two leases, in steps 3-10 of a 12-step
+run, and none with balanced routing (data/h200/e2e/timelines). Replaying those row counts on one GPU
+(data/h200/host/first_launch) put the stalls exactly where the table below says a kernel is launched for the
+first time.
 
 Which kernel cuBLAS picks is its heuristics' business, so it is not modelled: it is measured. A table holds,
 per GEMM family (the op, its inputs' shapes with one size free, strides and dtypes), the kernel for each
-value of the free size in a measured range (benchmarks/h200/build_gemm_kernels.py from
-`measure_gemm_first_use.py --sweep`). It covers the expert GEMMs of the MoE workload, whose shapes change in
+value of the free size in a measured range (benchmarks/kernels/gemm_kernels.py from
+benchmarks/host/measure_first_launch.py --sweep, on data/h200/kernels/gemm_kernels; the GPU's profile reads
+it from specs/<gpu>/gemm_kernels.json). It covers the expert GEMMs of the MoE workload, whose shapes change in
 steady state. Elsewhere a kernel database entry of the exact op can name its kernels: `phantora profile` and
 on-the-fly profiling record them (`DbEntry.kernels`). A problem known to neither pays no first launch.
 """
@@ -21,10 +23,7 @@ on-the-fly profiling record them (`DbEntry.kernels`). A problem known to neither
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Sequence
 
 FORMAT = "phantora-gemm-kernels"
@@ -81,11 +80,6 @@ class GemmKernelTable:
             families[key] = _Family(lo, hi, starts, kernels)
         return cls(families)
 
-    @classmethod
-    def packaged(cls, gpu: str) -> "GemmKernelTable":
-        """The table shipped for `gpu` (`phantora/data/<gpu>/gemm_kernels.json`); empty if none."""
-        return _packaged_table(gpu)
-
     def kernel(self, op: str, inputs: Sequence[Layout]) -> str | None:
         """The kernel cuBLAS runs for the GEMM `op` ("aten.mm") on `inputs`, or None where not measured."""
         for size in sorted({d for shape, _, _ in inputs for d in shape}):
@@ -94,10 +88,3 @@ class GemmKernelTable:
                 return kernel
         return None
 
-
-@lru_cache(maxsize=None)
-def _packaged_table(gpu: str) -> GemmKernelTable:
-    res = resources.files("phantora").joinpath("data", gpu, "gemm_kernels.json")
-    if not res.is_file():
-        return GemmKernelTable()
-    return GemmKernelTable.from_dict(json.loads(res.read_text()))

@@ -15,7 +15,7 @@ issues (no `framework_ns`), and syncs, queries and NCCL calls their constants. P
 
 from __future__ import annotations
 
-from phantora.models.host import H200_HOST, HostModel
+from phantora.models.host import HostConstants, HostModel
 from phantora.models.ops import OpCall
 
 
@@ -62,7 +62,8 @@ class MeasuredHostModel(HostModel):
         return []
 
 
-def host_model_for(mode: str, scale: float = 1.0) -> HostModel:
-    """The host model of a `--host-time` mode; in "model" mode `scale` (`--host-time-scale`) multiplies
-    every constant (measured mode scales the measured CPU time instead: runtime/host_time.py)."""
-    return MeasuredHostModel() if mode == "measured" else HostModel(H200_HOST.scaled(scale))
+def host_model_for(mode: str, constants: HostConstants, scale: float = 1.0) -> HostModel:
+    """The host model of a `--host-time` mode on the GPU profile's host `constants`; in "model" mode `scale`
+    (`--host-time-scale`) multiplies every constant (measured mode scales the measured CPU time instead:
+    runtime/host_time.py)."""
+    return MeasuredHostModel(constants) if mode == "measured" else HostModel(constants.scaled(scale))

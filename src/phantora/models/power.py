@@ -21,9 +21,10 @@ The average holds demanded power, not the throttled power the GPU really draws, 
 function of the workload and not a feedback loop: a stretched kernel adds its energy times its
 stretch. NCCL kernels add nothing (their power was not measured apart).
 
-Measured on 4x H200 (`data/h200/call21/`, NVML every 2 ms, `benchmarks/h200/fit_power_model.py`):
-the constants below come from one GPU running GEMMs, adds and mixes of them; the training steps check
-them. The 1.5B and 3B Llama steps that the kernel database was measured in average 634-697 W at an
+A GPU's constants are in its profile (specs/<gpu>/power.json, the limit in profile.toml). The H200's
+were fitted by benchmarks/power/fit.py on data/h200/power/nvml (4x H200, NVML every 2 ms): one GPU running
+GEMMs, adds and mixes of them (idle 125 W at 1980 MHz; adding two 256 MiB bf16 tensors at 4.3 TB/s draws
+641 W; 8192^3 bf16 GEMMs back to back 711 W), the training steps checking them. The 1.5B and 3B Llama steps that the kernel database was measured in average 634-697 W at an
 SM clock of 1770-1870 MHz; the 8B FSDP2 step 682-689 W at 1560-1665 MHz, its backward slowing
 layer after layer. The real controller cuts late in each second rather than evenly (the 8B's
 last backward layers run at ~1400 MHz, its forward at ~1740); the model spreads the cut.
@@ -45,7 +46,8 @@ class PowerCap:
     cap_w: float
     """Board power limit (nvidia-smi "Current Power Limit")."""
     idle_w: float
-    """Power of a GPU whose clocks are up but which runs nothing."""
+    """Baseline power of a GPU under load beyond what its kernels' energies account for (clocks up, running
+    nothing would draw less): what makes a measured step's kernels demand the power NVML read over it."""
     pj_per_tensor_flop: float
     """Energy per tensor-core FLOP (GEMM, attention)."""
     pj_per_byte: float
@@ -65,25 +67,6 @@ class PowerCap:
         """Energy of one kernel."""
         tensor = flops if kernel_class in CLOCKED_CLASSES else 0.0
         return (tensor * self.pj_per_tensor_flop + nbytes * self.pj_per_byte) * 1e-12
-
-
-H200_POWER = PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827, pj_per_byte=120.0)
-"""H200 SXM (700 W limit), fitted by benchmarks/h200/fit_power_model.py on data/h200/call21/. One GPU:
-idle 125 W at 1980 MHz; adding two 256 MiB bf16 tensors (4.3 TB/s) draws 641 W (120 pJ/byte); 8192^3
-bf16 GEMMs back to back take 1.636 ms at 711 W, 0.96 J each (0.827 pJ/FLOP). The baseline under load
-(`idle_w`, 184 W) is what makes the 3B one-GPU step, whose kernels the database holds, demand the
-674 W NVML measured over it; the 1.5B FSDP2 step then demands 640 W (measured 634-697 W over its
-GPUs), the 8B 708 W (measured 682-689 W: the real controller cuts deeper than the limit needs)."""
-
-
-POWER_CAPS = {"h200": H200_POWER, "h100": H200_POWER}
-"""GPUs with a power model. The H100 SXM is the same GH100 die under the same 700 W limit; the A100
-and B200 have other silicon and limits whose energies were not measured, so they run unthrottled."""
-
-
-def power_cap_for(gpu_key: str) -> PowerCap | None:
-    """The power model of GPU `gpu_key` (specs/gpus.toml), None where none was measured."""
-    return POWER_CAPS.get(gpu_key)
 
 
 class GpuPower:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from phantora.models.compute import KernelDatabase
-from phantora.specs import load_gpu_specs
+from phantora.specs import load_gpu_specs, load_profile
 
 
 def combined_database(gpu: str, paths: Iterable[str | Path] = (), *, packaged: bool = True) -> KernelDatabase:
@@ -30,7 +30,7 @@ def combined_database(gpu: str, paths: Iterable[str | Path] = (), *, packaged: b
             raise ValueError(f"kernel database {path} is for {db.gpu}, but the simulated GPU is {gpu}")
         dbs.append(db)
     if packaged:
-        dbs.append(KernelDatabase.packaged(gpu))
+        dbs.append(load_profile(gpu).kernels.value)
     out = KernelDatabase(gpu)
     for db in dbs:
         out = out.merge(db)  # `merge` keeps its own entry on a tie: earlier in `dbs` wins

@@ -26,6 +26,7 @@ from phantora.profiler.database import check_gpu_name, gpu_key_for_device
 from phantora.profiler.measure import NOT_STARTED, MeasureConfig, Measurement, Measurer
 from phantora.profiler.oplog import merge_ops, ops_files_in, read_ops
 from phantora.profiler.rebuild import measurable
+from phantora.specs import load_profile
 
 
 
@@ -134,7 +135,7 @@ def _existing(config: ProfileConfig, gpu: str) -> KernelDatabase | None:
 def _exclusions(config: ProfileConfig, gpu: str, existing: KernelDatabase | None) -> set[str]:
     if not config.only_missing:
         return set()
-    dbs = [KernelDatabase.load(p) for p in config.against] if config.against else [KernelDatabase.packaged(gpu)]
+    dbs = [KernelDatabase.load(p) for p in config.against] if config.against else [load_profile(gpu).kernels.value]
     if existing is not None:
         dbs.append(existing)
     return {sig for db in dbs for sig in db.entries}

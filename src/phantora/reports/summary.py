@@ -16,11 +16,13 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
 from phantora.models.gpu import GpuSpec
+from phantora.models.host_contention import DEFAULT_HOST_CONTENTION
 from phantora.models.network import ClusterNetworkConfig
 from phantora.reports.breakdown import CoordinatorState, RankBreakdown, asleep_intervals, length, rank_breakdown
+from phantora.specs.profile import PART_NAMES
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "gemm_problems",
@@ -106,8 +108,10 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
                   out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
                   launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
                   error: str | None = None, host_time: str = "model",
-                  host_time_scale: float = 1.0, host_contention: str = "h200-vm") -> dict[str, Any]:
-    """Combine the coordinator's state with what the ranks wrote; works for partial runs."""
+                  host_time_scale: float = 1.0, host_contention: str = DEFAULT_HOST_CONTENTION,
+                  borrowed: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Combine the coordinator's state with what the ranks wrote; works for partial runs. `borrowed`: the parts
+    of the GPU's profile taken from another GPU (`DeviceProfile.borrowed()`), part -> that GPU."""
     results, problems = load_rank_results(out_dir, world_size)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
                   for r in range(world_size)]
@@ -126,6 +130,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
     rss = [p.peak_rss_bytes for p in processes] + [_int(r.get("simulator_peak_rss_bytes")) for r in reported]
     summary: dict[str, Any] = {
         "gpu": gpu.key, "gpu_name": gpu.name,
+        "borrowed": dict(sorted((borrowed or {}).items())),
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
         "world_size": world_size, "exit_code": exit_code, "complete": complete,
         "ranks_reported": len(results),
@@ -209,8 +214,9 @@ def write_reports(summary: dict[str, Any], coordinator: CoordinatorState, out_di
 def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     world, cluster = s["world_size"], s["cluster"]
     nodes = f"{cluster['nodes']} node(s) x {cluster['gpus_per_node']} GPUs, " if world > 1 else ""
-    rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)"),
-            ("simulated time", f"{s['simulated_time_s']:.4f} s")]
+    rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)")]
+    rows += _borrowed_rows(s.get("borrowed") or {})
+    rows.append(("simulated time", f"{s['simulated_time_s']:.4f} s"))
     if s.get("asleep_s"):
         rows.append(("program sleep", f"{s['asleep_s']:.4f} s of it every rank slept (time.sleep) or had ended: not "
                                       "GPU idle time; busy, TFLOP/s and MFU are over the rest"))
@@ -264,6 +270,14 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     if "error" in s:
         rows.append(("error", s["error"]))
     return rows
+
+
+def _borrowed_rows(borrowed: Mapping[str, str]) -> list[tuple[str, str]]:
+    """One row per GPU that lent parts of the simulated GPU's profile: "borrowed from h200: host, power"."""
+    lenders: dict[str, list[str]] = {}
+    for part, lender in borrowed.items():
+        lenders.setdefault(lender, []).append(PART_NAMES.get(part, part))
+    return [(f"borrowed from {lender}", ", ".join(parts)) for lender, parts in sorted(lenders.items())]
 
 
 def _per_rank_lines(s: dict[str, Any]) -> list[str]:

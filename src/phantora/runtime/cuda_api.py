@@ -1,4 +1,4 @@
-"""The `torch.cuda` a script sees: a simulated GPU from the spec table, backed by the session.
+"""The `torch.cuda` a script sees: a simulated GPU from its profile's spec, backed by the session.
 
 PyTorch's own `torch.cuda` Python code stays in charge (device contexts, memory helpers,
 RNG helpers); what a CPU build lacks is the `torch._C._cuda_*` layer under it, so this module

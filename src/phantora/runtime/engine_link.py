@@ -36,6 +36,7 @@ from phantora.protocol.records import (
     SyncReply,
     SyncRequest,
 )
+from phantora.specs.cluster import cluster_from_flags
 
 
 class Transport(Protocol):

@@ -46,7 +46,7 @@ import time
 import types
 from typing import Any, Callable
 
-SESSION_ENTRIES = ("now_ns", "host_work", "host_wait", "host_contention", "launch_kernel", "host_only_op", "synchronize_device",
+SESSION_ENTRIES = ("now_ns", "host_work", "host_wait", "thread_steal_ns", "launch_kernel", "host_only_op", "synchronize_device",
                    "synchronize_stream", "wait_for_stream", "finish")
 """`Session` methods that read, advance or stamp the host clock."""
 LINK_ENTRIES = ("advance_host", "sleep", "kernel", "collective", "record_event", "wait_event", "wait_stream", "sync",

@@ -3,7 +3,7 @@
 Note: [Bounded memory samples]
 The tracker takes a sample `(simulated ns, device, allocated bytes, reserved bytes)` after every
 allocator change: about 3,000 per training step of a small Llama, ~0.5 MB of Python tuples, for
-the whole run, in every rank (issue 3: rank processes must stay small). `memory.json` keeps at most
+the whole run, in every rank (rank processes must stay small). `memory.json` keeps at most
 2,000 points anyway (`runtime.rank_result.downsample_memory`, each the maximum of its time bucket).
 So on reaching `limit` samples, samples of one device in the same time bucket of `width_ns` merge
 into one (the bucket's last time, its largest allocated and reserved bytes), the bucket doubling in

@@ -5,7 +5,7 @@ time in Python that issues few or no ops: `nn.Module.__call__` and the `forward`
 ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's Python entry points, `zero_grad()` (no op at all with
 `set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, functional collectives' Python, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
-`Session.host_contention`). Each is charged, from the host model's constants, where the call starts: through
+`Session.thread_steal_ns`). Each is charged, from the host model's constants, where the call starts: through
 PyTorch's own global hooks where there is one (module forward pre-hooks, optimizer step pre-hooks),
 through a thin wrapper otherwise. Deterministic: a constant per call (per parameter for
 `zero_grad`), never a measured time.
@@ -53,7 +53,7 @@ def install_python_costs(session: Session) -> None:
     def next_batch(it) -> None:
         if os.getpid() == pid:
             session.host_work(host.dataloader_next_ns())
-            session.host_contention(host.dataloader_contention_ns())
+            session.thread_steal_ns(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
     _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda name: charge(host.functional_collective_ns(name)))

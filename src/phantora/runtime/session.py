@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
-from phantora.models.gemm_kernels import GemmKernelTable
 from phantora.models.host import HostModel
 from phantora.models.host_contention import HOST_CONTENTION, HostSpeed
 from phantora.models.measured_host import host_model_for
@@ -28,7 +27,7 @@ from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
 from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.runtime.memory_samples import MemorySamples
-from phantora.specs import get_gpu_spec
+from phantora.specs import load_profile
 
 StreamKey = tuple[int, int]
 """(device index, stream id); stream id 0 is the device's default stream."""
@@ -72,10 +71,12 @@ class Session:
                  gpu: GpuSpec | None = None, compute: ComputeModel | None = None,
                  host: HostModel | None = None) -> None:
         self.config = config
-        self.gpu = gpu or get_gpu_spec(config.gpu)
+        self.profile = load_profile(config.gpu)
+        """The simulated GPU's profile (specs/<gpu>/): every model's inputs, resolved once per process."""
+        self.gpu = gpu or self.profile.spec
         if compute is None:  # --kernel-db files over the shipped database (unless --no-kernel-db)
             database = combined_database(self.gpu.key, config.kernel_databases, packaged=config.use_kernel_database)
-            compute = ComputeModel(self.gpu, database=database)
+            compute = ComputeModel(self.gpu, database, self.profile.calibration.value)
         self.compute = compute
         self.op_log = OpLog()
         """Every distinct op costed, for `<out>/rank<N>/ops.jsonl` (what `phantora profile` measures)."""
@@ -84,7 +85,7 @@ class Session:
             from phantora.profiler.onthefly import OnTheFlyClient
             self.on_the_fly = OnTheFlyClient(config.profile_worker)
         self._not_measured: set[OpCall] = set()
-        self.host = host or host_model_for(config.host_time, config.host_time_scale)
+        self.host = host or host_model_for(config.host_time, self.profile.host.value, config.host_time_scale)
         self.host_speed = HostSpeed(HOST_CONTENTION[config.host_contention], config.rank, config.world_size)
         """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
@@ -102,10 +103,10 @@ class Session:
         self._streams_used: set[StreamKey] = set()
         self._warned: set[str] = set()
         self._contention_ns = 0
-        """Host time still owed to other threads of the program (`host_contention`)."""
+        """Host time still owed to other threads of the program (`thread_steal_ns`)."""
         self._gemm_problems: set[tuple] = set()
         """GEMM problems this process has run (cuBLAS chose their algorithms: `_gemm_select_ns`)."""
-        self.gemm_kernels = GemmKernelTable.packaged(self.gpu.key)
+        self.gemm_kernels = self.profile.gemm_kernels.value
         self._gemm_kernels: set[str] = set()
         """cuBLAS kernels this process has launched (Note [First launch of a cuBLAS kernel])."""
         self.host_timer = None
@@ -151,7 +152,7 @@ class Session:
             self.stats.async_collective_ops += 1
             self._charge(self.host.async_collective_op_ns(outputs, mapped=mapped))
 
-    def host_contention(self, duration_ns: int) -> None:
+    def thread_steal_ns(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
         pin-memory thread): the kernel ops issued next pay it, each at most its own cost again, so a
         host-bound step grows by `duration_ns` and a GPU-bound one does not wait for it up front."""

@@ -1,34 +1,28 @@
-"""GPU and topology specs shipped with Phantora, as data files with a source per number."""
+"""What Phantora knows about each GPU model: one `DeviceProfile` per model (`specs/<gpu>/`), read by
+`load_profile`, and the cluster built from a GPU's node defaults or a cluster file (`specs/cluster.py`)."""
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from importlib import resources
-
 from phantora.models.gpu import GpuSpec
+from phantora.specs.profile import (
+    DeviceProfile,
+    Part,
+    ProfileError,
+    UnknownGpuError,
+    gpu_key,
+    known_gpus,
+    load_profile,
+)
+
+__all__ = ["DeviceProfile", "Part", "ProfileError", "UnknownGpuError", "get_gpu_spec", "gpu_key", "known_gpus",
+           "load_gpu_specs", "load_profile"]
 
 
-class UnknownGpuError(ValueError):
-    """Raised for a GPU name that has no spec; the message lists the known ones."""
-
-
-@cache
 def load_gpu_specs() -> dict[str, GpuSpec]:
-    """All GPU specs shipped with Phantora, keyed by their short name."""
-    text = resources.files("phantora.specs").joinpath("gpus.toml").read_text()
-    raw = tomllib.loads(text)
-    specs = {}
-    for key, entry in raw["gpu"].items():
-        entry = dict(entry)
-        entry["compute_capability"] = tuple(entry["compute_capability"])
-        specs[key] = GpuSpec(key=key, **entry)
-    return specs
+    """The spec of every GPU that has a profile, keyed by its short name."""
+    return {key: load_profile(key).spec for key in known_gpus()}
 
 
-def get_gpu_spec(key: str) -> GpuSpec:
-    specs = load_gpu_specs()
-    spec = specs.get(key.lower())
-    if spec is None:
-        raise UnknownGpuError(f"unknown GPU '{key}'; known GPUs: {', '.join(sorted(specs))}")
-    return spec
+def get_gpu_spec(name: str) -> GpuSpec:
+    """The spec of GPU `name` (case-insensitive); UnknownGpuError lists the known ones."""
+    return load_profile(name).spec

@@ -22,9 +22,9 @@ from phantora.models.network import (
     LateRequestError,
     NetworkSimulator,
     Topology,
-    cluster_from_flags,
 )
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
+from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import (
     CoalescedRecord,
     CollectiveRecord,

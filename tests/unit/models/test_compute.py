@@ -11,7 +11,7 @@ from benchmark_modules import load_benchmark
 from phantora.models.compute import Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, mta_launches
 from phantora.models.opcall import decode_op, loose_signature, signature
 from phantora.models.ops import OpCall, TensorMeta
-from phantora.specs import get_gpu_spec
+from phantora.specs import get_gpu_spec, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = get_gpu_spec("h200")
@@ -232,7 +232,7 @@ def _llama_step_ops():
 
 
 def test_packaged_database_covers_the_llama_benchmark():
-    m = ComputeModel(H200)
+    m = ComputeModel(H200, load_profile("h200").kernels.value, load_profile("h200").calibration.value)
     measured = estimated = 0
     for op, kernel_ns, n_kernels in _llama_step_ops():
         est = m.estimate(op)
@@ -244,7 +244,7 @@ def test_packaged_database_covers_the_llama_benchmark():
 
 
 def test_packaged_analytic_model_is_close_on_big_gemm():
-    m = ComputeModel(H200, KernelDatabase("h200"))
+    m = ComputeModel(H200, KernelDatabase("h200"), load_profile("h200").calibration.value)
     est = m.estimate(mm(8192, 8192, 8192))
     assert est.duration_ns == pytest.approx(1.372e6, rel=0.10)  # measured 1371.9 µs on the H200
 
@@ -344,7 +344,7 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
 def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
     """Every signature the 23 configurations run (data/h200/coverage/ops) is measured for the H200."""
     from phantora.profiler.oplog import read_ops
-    db = KernelDatabase.packaged("h200")
+    db = load_profile("h200").kernels.value
     sigs = {sig for path in (ROOT / "data/h200/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
     assert len(sigs) > 4000
     assert sorted(sigs - set(db.entries))[:3] == []

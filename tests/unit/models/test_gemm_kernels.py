@@ -7,10 +7,11 @@ from recording_transport import Recording
 from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel, DbEntry, KernelDatabase
 from phantora.models.gemm_kernels import GemmKernelTable
-from phantora.models.host import H200_HOST
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime.session import Session
-from phantora.specs import get_gpu_spec
+from phantora.specs import get_gpu_spec, load_profile
+
+H200_HOST = load_profile("h200").host.value
 
 FAMILY = {"op": "aten.mm", "inputs": [[["*", 64], [64, 1], "bfloat16"], [[64, 32], [32, 1], "bfloat16"]],
           "sizes": [100, 120], "runs": [[100, 0], [105, 1], [111, 0]]}
@@ -48,11 +49,11 @@ def test_a_table_whose_runs_do_not_cover_its_sizes_is_refused():
 
 
 def test_the_h200_table_knows_the_moe_expert_gemms():
-    t = GemmKernelTable.packaged("h200")
+    t = load_profile("h200").gemm_kernels.value
     forward = [((8100, 2048), (2048, 1), "bfloat16"), ((2048, 4096), (4096, 1), "bfloat16")]
     assert t.kernel("aten.mm", forward).startswith("nvjet_sm90")
     assert t.kernel("aten.mm", [(s, st, "float32") for s, st, _ in forward]) is None
-    assert len(GemmKernelTable.packaged("a100")) == 0
+    assert len(load_profile("a100").gemm_kernels.value) == 0
 
 
 def mm(m):
@@ -92,7 +93,7 @@ def test_kernels_a_profile_recorded_count_where_the_table_has_none():
     db.add(fp32[2], DbEntry(9000, 1, 5, "micro_cold", "aten.mm.default"))  # measured without names
     gpu = get_gpu_spec("h200")
     session = Session(RankConfig(gpu="h200", trace=False), Recording(), flush_interval_s=None, gpu=gpu,
-                      compute=ComputeModel(gpu, database=db))
+                      compute=ComputeModel(gpu, db, load_profile("h200").calibration.value))
     for op in fp32:
         session.launch_kernel(op, (0, 0))
     assert session.stats.gemm_kernel_loads == 1 and session.stats.gemm_problems == 3
@@ -117,7 +118,7 @@ def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_re
     build = load_benchmark("benchmarks/h200/build_gemm_kernels.py")
     sweep = json.loads(gzip.decompress(build.SWEEP.read_bytes()))
     assert build.build_table(sweep) == json.loads(build.OUT.read_text())
-    table = GemmKernelTable.packaged("h200")
+    table = load_profile("h200").gemm_kernels.value
     gemms = build.problems_by_size(sweep)
     rows = [r for path in build.REPLAYS for r in build.replay_rows(table, gemms, json.loads(path.read_text()))]
     per_kernel, _ = build.fit(rows)

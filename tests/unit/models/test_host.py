@@ -1,11 +1,15 @@
 """Host (CPU) cost model: per-op constants, context terms, and the fit on measured launch-bound steps."""
 
+import dataclasses
 import statistics
 
 from benchmark_modules import load_benchmark
 
-from phantora.models.host import H200_HOST, LIBRARY_CALL_NS, HostConstants, HostModel
+from phantora.models.host import HostModel
 from phantora.models.ops import OpCall, TensorMeta
+from phantora.specs import load_profile
+
+H200_HOST = load_profile("h200").host.value
 
 
 def t(*shape, dtype="float32"):
@@ -22,13 +26,13 @@ def op(name, *args, outputs=()):
 
 def test_kernel_op_is_launch_plus_framework_plus_allocation():
     c = H200_HOST
-    m = HostModel()
+    m = HostModel(H200_HOST)
     assert m.op_ns(op("aten.add.Tensor", t(8), t(8), outputs=[t(8)])) == c.launch_ns + c.framework_ns + c.alloc_output_ns
     assert m.op_ns(op("aten.add_.Tensor", t(8), t(8), outputs=[t(8)])) == c.launch_ns + c.framework_ns
 
 
 def test_views_are_cheaper_than_launches_and_gemms_dearer():
-    m = HostModel()
+    m = HostModel(H200_HOST)
     view = m.op_ns(op("aten.view.default", t(4, 4), (16,), outputs=[t(16)]))
     add = m.op_ns(op("aten.add.Tensor", t(8), t(8), outputs=[t(8)]))
     mm = m.op_ns(op("aten.mm.default", t(64, 64), t(64, 64), outputs=[t(64, 64)]))
@@ -38,7 +42,7 @@ def test_views_are_cheaper_than_launches_and_gemms_dearer():
 
 
 def test_a_gemm_problem_is_its_shapes_strides_and_dtypes():
-    m = HostModel()
+    m = HostModel(H200_HOST)
     a = op("aten.mm.default", t(4096, 2048, dtype="bfloat16"), t(2048, 4096, dtype="bfloat16"),
            outputs=[t(4096, 4096, dtype="bfloat16")])
     same = op("aten.mm.default", t(4096, 2048, dtype="bfloat16"), t(2048, 4096, dtype="bfloat16"),
@@ -51,7 +55,7 @@ def test_a_gemm_problem_is_its_shapes_strides_and_dtypes():
 
 
 def test_long_sorts_pay_a_radix_pass_per_byte_of_key():
-    m = HostModel()
+    m = HostModel(H200_HOST)
     def sort(n, dtype="int64"):
         return m.op_ns(op("aten.sort.stable", t(n, dtype=dtype), outputs=[t(n, dtype=dtype), t(n, dtype="int64")]))
     assert sort(16384) - sort(4096) == 8 * H200_HOST.radix_sort_pass_ns  # bitonic up to 4096: no passes
@@ -61,7 +65,7 @@ def test_long_sorts_pay_a_radix_pass_per_byte_of_key():
 
 
 def test_foreach_cost_grows_linearly_with_the_tensor_list():
-    m = HostModel()
+    m = HostModel(H200_HOST)
     def fe(n, name="aten._foreach_mul_.Scalar"):
         return m.op_ns(op(name, tuple(t(64) for _ in range(n)), 0.9))
     assert fe(100) - fe(50) == 50 * H200_HOST.foreach_inplace_per_tensor_ns  # one launch takes up to 110
@@ -72,7 +76,7 @@ def test_foreach_cost_grows_linearly_with_the_tensor_list():
 
 
 def test_foreach_ops_pay_each_further_kernel_launch():
-    m = HostModel()
+    m = HostModel(H200_HOST)
     def fe(*shapes):
         return m.op_ns(op("aten._foreach_mul_.Scalar", tuple(t(*shape) for shape in shapes), 0.9))
     # multi_tensor_apply: 320 chunks of 65536 elements per launch, at most 110 tensors of a one-list op
@@ -83,7 +87,7 @@ def test_foreach_ops_pay_each_further_kernel_launch():
 
 
 def test_constants_are_configurable_and_deterministic():
-    m = HostModel(HostConstants(framework_ns=0))
+    m = HostModel(dataclasses.replace(H200_HOST, framework_ns=0))
     x = op("aten.add_.Tensor", t(8), t(8), outputs=[t(8)])
     assert m.op_ns(x) == H200_HOST.launch_ns == m.op_ns(x)
 
@@ -94,13 +98,13 @@ def test_scaled_constants_scale_every_host_time():
     assert fast.launch_ns == round(0.7 * H200_HOST.launch_ns) and fast.subclass_op_ns == round(0.7 * H200_HOST.subclass_op_ns)
     assert all(fast.library_call_ns[name] == round(0.7 * ns) for name, ns in H200_HOST.library_call_ns.items())
     mm = op("aten.mm.default", t(64, 64), t(64, 64), outputs=[t(64, 64)])
-    assert abs(HostModel(fast).op_ns(mm) - 0.7 * HostModel().op_ns(mm)) <= 3
-    assert H200_HOST.scaled(1.0) is H200_HOST and H200_HOST.library_call_ns == dict(LIBRARY_CALL_NS)
+    assert abs(HostModel(fast).op_ns(mm) - 0.7 * HostModel(H200_HOST).op_ns(mm)) <= 3
+    assert H200_HOST.scaled(1.0) is H200_HOST
 
 
 def test_backward_ops_pay_the_node_not_the_framework():
     c = H200_HOST
-    m = HostModel()
+    m = HostModel(H200_HOST)
     add = op("aten.add.Tensor", t(8), t(8), outputs=[t(8)])
     assert m.op_ns(add) - m.op_ns(add, backward=True) == c.framework_ns
     assert m.pays_framework(add) and not m.pays_framework(add, backward=True)
@@ -113,7 +117,7 @@ def test_backward_ops_pay_the_node_not_the_framework():
 
 def test_python_call_costs():
     c = H200_HOST
-    m = HostModel()
+    m = HostModel(H200_HOST)
     assert m.module_call_ns() == c.module_call_ns
     assert m.zero_grad_ns(100) - m.zero_grad_ns(0) == 100 * c.zero_grad_per_param_ns
     assert m.zero_grad_ns(0) == c.zero_grad_ns
@@ -149,7 +153,7 @@ def test_launch_bound_host_time_matches_measurements():
 
 def test_a_subclass_op_from_the_autograd_engine_pays_the_backward_constant():
     """DTensor's own dispatch costs less when the autograd engine issues the op (fit_subclass_ops.py)."""
-    c, m = H200_HOST, HostModel()
+    c, m = H200_HOST, HostModel(H200_HOST)
     assert c.subclass_backward_op_ns < c.subclass_op_ns
     assert m.subclass_op_ns(1) == c.subclass_op_ns
     assert m.subclass_op_ns(3, backward=True) == c.subclass_backward_op_ns + 2 * c.subclass_op_per_tensor_ns

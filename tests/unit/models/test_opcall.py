@@ -9,6 +9,7 @@ import torch
 from phantora.models.compute import KernelDatabase
 from phantora.models.opcall import decode_op, decode_value, encode_op, loose_signature, signature
 from phantora.models.ops import OpCall, TensorMeta
+from phantora.specs import load_profile
 
 
 def t(shape, dtype="float32", stride=None, device="cuda", offset=0):
@@ -94,7 +95,7 @@ def _call_from_signature(sig: str) -> OpCall:
 
 
 def test_the_shipped_kernel_database_keys_are_the_signatures_of_their_calls():
-    database = KernelDatabase.packaged("h200")
+    database = load_profile("h200").kernels.value
     assert len(database) > 1000
     for sig in database.entries:
         assert signature(_call_from_signature(sig)) == sig

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from phantora.models.power import CLOCKED_CLASSES, H200_POWER, GpuPower, PowerCap, power_cap_for
+from phantora.models.power import CLOCKED_CLASSES, GpuPower, PowerCap
+from phantora.specs import load_profile
 
 CAP = PowerCap(cap_w=700.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=100.0, window_s=1.0, max_stretch=2.0)
 MS = 1_000_000
@@ -73,8 +74,9 @@ def test_the_first_window_counts_the_idle_time_before_the_run():
 
 
 def test_gpus_without_measured_energies_have_no_power_model():
-    assert power_cap_for("h200") is H200_POWER
-    assert power_cap_for("a100") is None
+    assert load_profile("h200").power.value == PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827,
+                                                       pj_per_byte=120.0)
+    assert load_profile("a100").power.value is None and load_profile("b200").power.value is None
 
 
 def test_an_idle_power_at_or_above_the_cap_is_refused():

@@ -5,6 +5,7 @@ from profiled_ops import MM
 
 from phantora.models.compute import DbEntry, KernelDatabase
 from phantora.profiler.database import check_gpu_name, combined_database, gpu_key_for_device
+from phantora.specs import load_profile
 
 
 def test_combined_database_precedence(tmp_path):
@@ -19,7 +20,7 @@ def test_combined_database_precedence(tmp_path):
         paths.append(tmp_path / f"{name}.jsonl")
     assert combined_database("h200", paths[:2], packaged=False).lookup(MM)[0].kernel_ns == 200  # last given wins ties
     assert combined_database("h200", paths, packaged=False).lookup(MM)[0].kernel_ns == 300  # in-step beats micro
-    packaged = KernelDatabase.packaged("h200")
+    packaged = load_profile("h200").kernels.value
     combined = combined_database("h200", paths[:1])
     assert len(combined) == len(packaged) + 1 and combined is not packaged
     KernelDatabase("h100").save(tmp_path / "h100.jsonl")

@@ -10,6 +10,7 @@ from phantora.models.ops import OpCall
 from phantora.profiler.measure import MeasureConfig
 from phantora.profiler.oplog import OpLog, write_ops
 from phantora.profiler.run import ProfileConfig, ProfileError, profile_ops
+from phantora.specs import load_profile
 
 
 def _ops_file(tmp_path, ops):
@@ -40,7 +41,7 @@ def test_profile_pipeline_writes_a_mergeable_database(tmp_path, capsys):
     assert report["skipped"][0]["reason"].startswith("cannot rebuild")
     assert "skipped 1 x cannot rebuild" in capsys.readouterr().err
     # merged with the shipped database, the new entries answer
-    merged = KernelDatabase.packaged("h200").merge(db)
+    merged = load_profile("h200").kernels.value.merge(db)
     assert merged.lookup(TO_BF16)[0] == db.lookup(TO_BF16)[0]
     # --only-missing: what --out has is not measured again; the file keeps its entries
     again = profile_ops(ProfileConfig(inputs=(str(ops_path),), out=str(out), gpu="h200", only_missing=True,

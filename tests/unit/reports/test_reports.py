@@ -7,7 +7,7 @@ import json
 
 from phantora.engine.coordinator import Coordinator
 from phantora.models.interference import GpuSharing
-from phantora.models.network import Completion, NetworkSimulator, Topology, cluster_from_flags
+from phantora.models.network import Completion, NetworkSimulator, Topology
 from phantora.protocol.records import (
     CollectiveRecord,
     HostSleepRecord,
@@ -20,6 +20,7 @@ from phantora.models.power import PowerCap
 from phantora.reports.breakdown import intersection, merge, rank_breakdown
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import get_gpu_spec
+from phantora.specs.cluster import cluster_from_flags
 from phantora.reports.trace import write_chrome_trace
 
 CLUSTER = cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=2)

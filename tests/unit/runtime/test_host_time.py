@@ -6,14 +6,16 @@ import threading
 import pytest
 
 from phantora.config.run import RankConfig
-from phantora.models.host import H200_HOST as C
 from phantora.models.host import HostModel
 from phantora.models.measured_host import MeasuredHostModel, host_model_for
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.protocol.records import KernelRecord
 from phantora.runtime.host_time import HostTimer, scaled_ns
 from phantora.runtime.session import Session
+from phantora.specs import load_profile
 from recording_transport import Recording
+
+C = load_profile("h200").host.value
 
 
 class FakeCpu:
@@ -143,7 +145,7 @@ def meta(*shape):
 
 
 def test_measured_host_model_keeps_launch_costs_and_drops_python_terms():
-    m, full = MeasuredHostModel(), HostModel()
+    m, full = MeasuredHostModel(C), HostModel(C)
     add = OpCall("aten.add.Tensor", (meta(8), meta(8)), (), (meta(8),))
     mm = OpCall("aten.mm.default", (meta(8, 8), meta(8, 8)), (), (meta(8, 8),))
     assert m.op_ns(add) == C.launch_ns + C.alloc_output_ns == full.op_ns(add) - C.framework_ns
@@ -154,7 +156,7 @@ def test_measured_host_model_keeps_launch_costs_and_drops_python_terms():
     assert (m.module_call_ns(), m.autograd_node_ns(), m.optimizer_step_ns(), m.zero_grad_ns(10), m.grad_norm_ns(),
             m.dataloader_next_ns(), m.dataloader_contention_ns(), m.subclass_op_ns(3)) == (0,) * 8
     assert m.library_calls() == [] and all(m.library_call_ns(name) == 0 for name in full.library_calls())
-    assert type(host_model_for("model")) is HostModel and type(host_model_for("measured")) is MeasuredHostModel
+    assert type(host_model_for("model", C)) is HostModel and type(host_model_for("measured", C)) is MeasuredHostModel
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -175,9 +177,9 @@ def test_rank_config_host_time():
 
 def test_host_time_scale_scales_the_host_model():
     """In model mode `--host-time-scale` multiplies every constant; measured mode keeps them."""
-    assert host_model_for("model", 0.5).c.launch_ns == C.launch_ns // 2
-    assert host_model_for("model", 0.5).c.framework_ns == round(0.5 * C.framework_ns)
-    assert host_model_for("measured", 0.5).c is C
+    assert host_model_for("model", C, 0.5).c.launch_ns == C.launch_ns // 2
+    assert host_model_for("model", C, 0.5).c.framework_ns == round(0.5 * C.framework_ns)
+    assert host_model_for("measured", C, 0.5).c is C
     session = Session(RankConfig(gpu="h200", host_time_scale=0.5, trace=False, use_kernel_database=False),
                       Recording(), flush_interval_s=None)
     assert session.host.c.gemm_select_ns == C.gemm_select_ns // 2

@@ -6,13 +6,18 @@ from types import SimpleNamespace
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState
 
-from phantora.models.host import ACCUMULATING_CALL_NS, LIBRARY_CALL_NS, HostModel
+from phantora.models.host import HostModel
+from phantora.specs import load_profile
+
+H200_HOST = load_profile("h200").host.value
+LIBRARY_CALL_NS = H200_HOST.library_call_ns
+ACCUMULATING_CALL_NS = H200_HOST.accumulating_call_ns
 from phantora.runtime.python_costs import _library_charge
 
 
 def charge(name: str, owner) -> int:
     paid: list[int] = []
-    _library_charge(HostModel(), name, paid.append)(owner)
+    _library_charge(HostModel(H200_HOST), name, paid.append)(owner)
     return paid[0]
 
 

@@ -1,13 +1,11 @@
-"""Typed configuration of the simulated cluster's network, with per-GPU-family defaults.
+"""Typed configuration of the simulated cluster's network.
 
-Three ways in, one validated result (`ClusterNetworkConfig`):
-- `cluster_from_flags(gpu="h100", nodes=4, gpus_per_node=8)`: the `--gpu/--nodes/--gpus-per-node` style,
-  every other value from the family defaults below;
-- `cluster_from_toml(path)` / `cluster_from_toml_dict(d)`: a cluster file (schema in docs/network-model.md);
-- direct construction of the dataclasses (tests).
+One validated result (`ClusterNetworkConfig`), built from a GPU's node defaults (`NodeDefaults`) and NCCL
+tuning by `cluster_for_node`; the `--gpu` flags and cluster files are read by `phantora.specs.cluster`,
+which takes both from the GPU's profile (`phantora.specs`). Tests may build the dataclasses directly.
 
 Units inside are bytes, bytes/s and integer nanoseconds. Values enter in the units people quote
-(GB/s for NVLink, Gb/s for NICs, µs for latencies) only in the TOML/flags layer, converted once here.
+(GB/s for NVLink, Gb/s for NICs, µs for latencies) only where files and flags are read.
 
 Note: [Sources]
 Every default cites where it comes from. Where no measurement or datasheet backs a number, the
@@ -17,10 +15,8 @@ source says "assumption" and why; those are the numbers to measure first.
 from __future__ import annotations
 
 import math
-import tomllib
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
 
 Algorithm = Literal["ring", "tree"]
 Protocol = Literal["LL", "LL128", "Simple"]
@@ -29,8 +25,6 @@ FabricKind = Literal["single_switch", "leaf_spine"]
 ALGORITHMS: tuple[Algorithm, ...] = ("ring", "tree")
 PROTOCOLS: tuple[Protocol, ...] = ("LL", "LL128", "Simple")
 
-_GB = 1e9
-_GBIT = 1e9 / 8
 _US_TO_NS = 1000
 
 
@@ -123,9 +117,10 @@ class FabricConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NcclTuning:
-    """NCCL cost-model constants: the structure follows NCCL's src/graph/tuning.cc (latency = base +
-    steps x per-step latency; bandwidth = link bandwidth x protocol factor), the Simple-protocol values and
-    the launch overhead are fitted to H200 measurements by benchmarks/fit_network_model.py."""
+    """NCCL cost-model constants. The structure follows NCCL's src/graph/tuning.cc (latency = base +
+    steps x per-step latency; bandwidth = link bandwidth x protocol factor). The fields without a default are
+    fitted per GPU (specs/<gpu>/nccl.json); the defaults are NCCL's own tables (Note: [NCCL tuning defaults])
+    and the assumptions `NCCL_TABLE_SOURCES` names."""
 
     algorithms: tuple[Algorithm, ...] = ALGORITHMS
     """Algorithms NCCL may pick (like NCCL_ALGO). Tree is only used for multi-node all_reduce."""
@@ -137,21 +132,21 @@ class NcclTuning:
     tree_base_latency_ns: PerProtocol
     nvlink_step_latency_ns: PerProtocol
     """Per ring step over NVLink."""
-    net_step_latency_ns: PerProtocol
+    net_step_latency_ns: PerProtocol = PerProtocol(ll=_us(2.7), ll128=_us(4.0), simple=_us(14.0))
     """Per ring step over the network."""
-    tree_nvlink_step_latency_ns: PerProtocol
-    tree_net_step_latency_ns: PerProtocol
+    tree_nvlink_step_latency_ns: PerProtocol = PerProtocol(ll=_us(0.6), ll128=_us(1.25), simple=_us(4.0))
+    tree_net_step_latency_ns: PerProtocol = PerProtocol(ll=_us(5.0), ll128=_us(8.5), simple=_us(14.0))
     protocol_bandwidth_factor: PerProtocol
     """Fraction of the Simple-protocol bandwidth each protocol reaches (LL: for all_reduce/reduce; see ll_bandwidth_factor_other)."""
-    ll_bandwidth_factor_other: float
+    ll_bandwidth_factor_other: float = 1.0 / 3.0
     """LL factor for single-node collectives other than all_reduce/reduce."""
     nvlink_efficiency: float
     """Fraction of NVLink bandwidth a Simple-protocol NCCL kernel reaches."""
-    net_efficiency: float
+    net_efficiency: float = 0.92
     """Fraction of NIC/fabric bandwidth a Simple-protocol NCCL transfer reaches."""
     all_to_all_efficiency: float
     """Extra factor for all_to_all (grouped send/recv to every peer at once)."""
-    tree_bandwidth_factor: float
+    tree_bandwidth_factor: float = 0.9
     """Tree all_reduce bus bandwidth relative to the ring's over the same ranks (NCCL's tree busBw x 0.9)."""
     local_copy_bytes_per_s: float
     """Rate of the rank's own-chunk copy/reduce that ring all_reduce/all_gather/reduce_scatter kernels do serially (S/n bytes)."""
@@ -188,92 +183,36 @@ class NcclTuning:
 #   hwLat NVLINK Ring {.6, 1.9, 3.4}, Tree {.6, 1.25, 4.0}; NET Ring {2.7, 4.0, 14.0}, Tree {5.0, 8.5, 14.0}
 # Protocol bandwidth factors are NCCL's model refinements in the same file: ring LL = busBw/4 for
 # all_reduce/reduce and multi-node, /3 otherwise; LL128 = 0.92 (120 of every 128 bytes are payload);
-# tree busBw = 0.9 x the ring's.
-# The fitted values (launch overhead 31 µs, Simple's extra latency 39 µs folded into its base, NVLink
-# step latency x1.1, NVLink efficiency 0.87 = 392 GB/s, LL128 factor 0.92, all_to_all efficiency 0.86,
-# local copy 700 GB/s) come from benchmarks/fit_network_model.py on data/reference/nccl_{2,4}.jsonl
-# (H200 SXM, NCCL 2.28.9, NVLS off); rerun it to refresh them.
-H200_NCCL_TUNING = NcclTuning(
-    launch_overhead_ns=_us(31.0),
-    ring_base_latency_ns=PerProtocol(ll=_us(6.6), ll128=_us(14.0), simple=_us(8.4 + 39.0)),
-    tree_base_latency_ns=PerProtocol(ll=_us(6.8), ll128=_us(14.0), simple=_us(8.4 + 39.0)),
-    nvlink_step_latency_ns=PerProtocol(ll=_us(0.6 * 1.1), ll128=_us(1.9 * 1.1), simple=_us(3.4 * 1.1)),
-    net_step_latency_ns=PerProtocol(ll=_us(2.7), ll128=_us(4.0), simple=_us(14.0)),
-    tree_nvlink_step_latency_ns=PerProtocol(ll=_us(0.6), ll128=_us(1.25), simple=_us(4.0)),
-    tree_net_step_latency_ns=PerProtocol(ll=_us(5.0), ll128=_us(8.5), simple=_us(14.0)),
-    protocol_bandwidth_factor=PerProtocol(ll=0.25, ll128=0.92, simple=1.0),
-    ll_bandwidth_factor_other=1.0 / 3.0,
-    nvlink_efficiency=0.87,
-    net_efficiency=0.92,
-    all_to_all_efficiency=0.86,
-    tree_bandwidth_factor=0.9,
-    local_copy_bytes_per_s=700e9,
-    sources={
-        "latency tables": "NCCL src/graph/tuning.cc baseLat/hwLat (2.19-2.2x); see Note: [NCCL tuning defaults]",
-        "launch_overhead_ns, simple base, nvlink step x1.1, nvlink_efficiency, ll128, all_to_all_efficiency, local_copy":
-            "fitted: benchmarks/fit_network_model.py on data/reference/nccl_{2,4}.jsonl (H200, NCCL 2.28.9)",
-        "net_efficiency": "assumption, uncalibrated (no multi-node measurement yet): NCCL reaches ~90+% of "
-            "IB line rate in nccl-tests; taken as 0.92 like NCCL's LL128 payload ratio",
-    },
-)
+# tree busBw = 0.9 x the ring's. The fit (benchmarks/collectives/fit.py on data/<gpu>/collectives/nccl)
+# starts from these tables and writes the launch overhead, the Simple protocol's extra base latency, the
+# NVLink step latency, the NVLink, LL128 and all_to_all efficiencies and the local copy rate to
+# specs/<gpu>/nccl.json; the other fields keep the defaults below.
+NCCL_TABLE_SOURCES: Mapping[str, str] = {
+    "net_step_latency_ns, tree_nvlink_step_latency_ns, tree_net_step_latency_ns, ll_bandwidth_factor_other, "
+    "tree_bandwidth_factor": "NCCL src/graph/tuning.cc baseLat/hwLat (2.19-2.2x); see Note: [NCCL tuning defaults]",
+    "net_efficiency": "assumption, uncalibrated (no multi-node measurement yet): NCCL reaches ~90+% of "
+                      "IB line rate in nccl-tests; taken as 0.92 like NCCL's LL128 payload ratio",
+}
+"""Where the defaults of `NcclTuning` come from (the fitted fields' sources come with their file)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class GpuFamilyDefaults:
-    """Network defaults for one GPU family, each value with its source."""
+class NodeDefaults:
+    """One node of a GPU model as its DGX/HGX has it: what `--gpu` builds a cluster from."""
 
-    key: str
     gpus_per_node: int
     nvlink_bandwidth_bytes_per_s: float
-    nvlink_source: str
+    """Per GPU, per direction."""
     nic_bandwidth_bytes_per_s: float
-    nic_source: str
-    nccl: NcclTuning
-    nccl_source: str
+    """Per NIC (one per GPU), per direction."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """Where each number comes from."""
 
-
-GPU_FAMILY_DEFAULTS: dict[str, GpuFamilyDefaults] = {
-    "a100": GpuFamilyDefaults(
-        key="a100",
-        gpus_per_node=8,
-        nvlink_bandwidth_bytes_per_s=300 * _GB,
-        nvlink_source="NVIDIA A100 datasheet: NVLink 3, 600 GB/s total per GPU = 300 GB/s per direction",
-        nic_bandwidth_bytes_per_s=200 * _GBIT,
-        nic_source="NVIDIA DGX A100 user guide: 8x ConnectX-6 200 Gb/s HDR InfiniBand, one per GPU",
-        nccl=H200_NCCL_TUNING,
-        nccl_source="uncalibrated for A100: H200 fit reused (same NCCL model structure)",
-    ),
-    "h100": GpuFamilyDefaults(
-        key="h100",
-        gpus_per_node=8,
-        nvlink_bandwidth_bytes_per_s=450 * _GB,
-        nvlink_source="NVIDIA H100 SXM datasheet: NVLink 4, 900 GB/s total per GPU = 450 GB/s per direction",
-        nic_bandwidth_bytes_per_s=400 * _GBIT,
-        nic_source="NVIDIA DGX H100 user guide: 8x ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
-        nccl=H200_NCCL_TUNING,
-        nccl_source="H200 fit reused: same NVLink 4 / NVSwitch generation and sm_90 NCCL kernels",
-    ),
-    "h200": GpuFamilyDefaults(
-        key="h200",
-        gpus_per_node=8,
-        nvlink_bandwidth_bytes_per_s=450 * _GB,
-        nvlink_source="NVIDIA H200 datasheet: NVLink 900 GB/s total per GPU = 450 GB/s per direction",
-        nic_bandwidth_bytes_per_s=400 * _GBIT,
-        nic_source="NVIDIA DGX H200 user guide: 8x ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
-        nccl=H200_NCCL_TUNING,
-        nccl_source="fitted on 2 and 4 H200 SXM (data/reference/nccl_{2,4}.jsonl)",
-    ),
-    "b200": GpuFamilyDefaults(
-        key="b200",
-        gpus_per_node=8,
-        nvlink_bandwidth_bytes_per_s=900 * _GB,
-        nvlink_source="NVIDIA DGX B200 datasheet: NVLink 5, 1.8 TB/s total per GPU = 900 GB/s per direction",
-        nic_bandwidth_bytes_per_s=400 * _GBIT,
-        nic_source="NVIDIA DGX B200 datasheet: 8x ConnectX-7 400 Gb/s, one per GPU",
-        nccl=H200_NCCL_TUNING,
-        nccl_source="uncalibrated for B200: H200 fit reused",
-    ),
-}
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1:
+            raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node}")
+        if not (self.nvlink_bandwidth_bytes_per_s > 0 and self.nic_bandwidth_bytes_per_s > 0):
+            raise ValueError("node bandwidths must be positive")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -281,7 +220,7 @@ class ClusterNetworkConfig:
     """Everything the network model needs to know about the cluster."""
 
     gpu: str
-    """GPU family key (a100, h100, h200, b200): selects defaults."""
+    """The GPU model's key (`phantora.specs`), whose profile gave the defaults."""
     nodes: int
     gpus_per_node: int
     nvlink: NvlinkConfig
@@ -308,107 +247,20 @@ class ClusterNetworkConfig:
         return self.nodes * self.gpus_per_node
 
 
-def _family(gpu: str) -> GpuFamilyDefaults:
-    key = gpu.lower()
-    if key not in GPU_FAMILY_DEFAULTS:
-        raise ValueError(f"unknown GPU {gpu!r}: known GPUs are {', '.join(sorted(GPU_FAMILY_DEFAULTS))}")
-    return GPU_FAMILY_DEFAULTS[key]
-
-
-def cluster_from_flags(*, gpu: str, nodes: int = 1, gpus_per_node: int | None = None) -> ClusterNetworkConfig:
-    """The `--gpu h100 --nodes 4 --gpus-per-node 8` form: everything else from the GPU family defaults."""
-    fam = _family(gpu)
-    gpn = fam.gpus_per_node if gpus_per_node is None else gpus_per_node
-    nics = min(gpn, fam.gpus_per_node)
+def cluster_for_node(*, gpu: str, node: NodeDefaults, nccl: NcclTuning, nodes: int = 1,
+                     gpus_per_node: int | None = None) -> ClusterNetworkConfig:
+    """`nodes` nodes of `gpus_per_node` GPUs (default: the node's) with the node's NVLink and NICs, one NIC per
+    GPU up to the node's count, and the default fabric."""
+    gpn = node.gpus_per_node if gpus_per_node is None else gpus_per_node
+    nics = min(gpn, node.gpus_per_node)
     while nics > 1 and gpn % nics:
         nics -= 1
     return ClusterNetworkConfig(
-        gpu=fam.key,
+        gpu=gpu,
         nodes=nodes,
         gpus_per_node=gpn,
-        nvlink=NvlinkConfig(bandwidth_bytes_per_s=fam.nvlink_bandwidth_bytes_per_s),
-        nic=NicConfig(nics_per_node=nics, bandwidth_bytes_per_s=fam.nic_bandwidth_bytes_per_s),
+        nvlink=NvlinkConfig(bandwidth_bytes_per_s=node.nvlink_bandwidth_bytes_per_s),
+        nic=NicConfig(nics_per_node=nics, bandwidth_bytes_per_s=node.nic_bandwidth_bytes_per_s),
         fabric=FabricConfig(),
-        nccl=fam.nccl,
+        nccl=nccl,
     )
-
-
-# TOML schema: table -> {toml key: (dataclass field, converter)}.
-_TOML_TABLES: dict[str, dict[str, tuple[str, Any]]] = {
-    "nvlink": {
-        "bandwidth_gbytes_per_s": ("bandwidth_bytes_per_s", lambda v: float(v) * _GB),
-        "latency_us": ("latency_ns", _us),
-    },
-    "nic": {
-        "nics_per_node": ("nics_per_node", int),
-        "bandwidth_gbits_per_s": ("bandwidth_bytes_per_s", lambda v: float(v) * _GBIT),
-        "latency_us": ("latency_ns", _us),
-    },
-    "fabric": {
-        "kind": ("kind", str),
-        "nodes_per_leaf": ("nodes_per_leaf", int),
-        "spines": ("spines", int),
-        "oversubscription": ("oversubscription", float),
-        "rail_optimized": ("rail_optimized", bool),
-        "switch_latency_us": ("switch_latency_ns", _us),
-    },
-    "nccl": {
-        "algorithms": ("algorithms", tuple),
-        "protocols": ("protocols", tuple),
-    },
-}
-
-
-_TOML_TOP_KEYS = ("gpu", "nodes", "gpus_per_node")
-
-
-def cluster_from_toml_dict(data: Mapping[str, Any], *, where: str = "cluster file") -> ClusterNetworkConfig:
-    """Build the config from a parsed cluster TOML. Every key must be known: a misspelled one
-    (`nic_gbps` for `bandwidth_gbits_per_s`) would describe a cluster the user did not mean."""
-    unknown = sorted(set(data) - set(_TOML_TOP_KEYS) - set(_TOML_TABLES))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(_TOML_TOP_KEYS)} and the tables "
-                         f"{', '.join(f'[{t}]' for t in _TOML_TABLES)}")
-    if "gpu" not in data:
-        raise ValueError(f"{where}: missing required key 'gpu'")
-    base = cluster_from_flags(
-        gpu=str(data["gpu"]), nodes=int(data.get("nodes", 1)),
-        gpus_per_node=None if "gpus_per_node" not in data else int(data["gpus_per_node"]))
-    parts: dict[str, Any] = {"nvlink": base.nvlink, "nic": base.nic, "fabric": base.fabric, "nccl": base.nccl}
-    for table, schema in _TOML_TABLES.items():
-        raw = data.get(table)
-        if raw is None:
-            continue
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{where}: [{table}] must be a table")
-        unknown = sorted(set(raw) - set(schema))
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {unknown} in [{table}]; allowed: {sorted(schema)}")
-        updates = {}
-        for key, value in raw.items():
-            name, conv = schema[key]
-            try:
-                updates[name] = conv(value)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{where}: [{table}] {key} = {value!r}: {e}") from None
-        try:
-            parts[table] = replace(parts[table], **updates)
-        except ValueError as e:
-            raise ValueError(f"{where}: [{table}]: {e}") from None
-    try:
-        return replace(base, **parts)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-
-
-def cluster_from_toml(path: str | Path) -> ClusterNetworkConfig:
-    p = Path(path)
-    try:
-        with p.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"cluster file {p} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"cluster file {p} is not valid TOML: {e}") from None
-    return cluster_from_toml_dict(data, where=str(p))
-

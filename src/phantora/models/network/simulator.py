@@ -2,7 +2,7 @@
 
 Interface (what the coordinator calls)
 --------------------------------------
-    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=4, gpus_per_node=8)))
+    net = NetworkSimulator(Topology(cluster))  # cluster: a ClusterNetworkConfig (phantora.specs.cluster builds one)
     net.submit(CollectiveRequest(op="all_reduce", group=(0, 1, 2, 3), size_bytes=64 << 20,
                                  start_ns=t, key=("pg3", 17)))
     net.submit_p2p(src=0, dst=8, size_bytes=1 << 20, start_ns=t, key=("pp", 4))

@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from phantora.models.network import FabricConfig, NcclModel, Topology, cluster_from_flags
+from phantora.models.network import FabricConfig, NcclModel, Topology
+from phantora.specs.cluster import cluster_from_flags
 from phantora.models.network.config import PerProtocol
 
 from netcases import IDEAL, cluster

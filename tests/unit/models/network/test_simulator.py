@@ -10,8 +10,8 @@ from phantora.models.network import (
     LateRequestError,
     NetworkSimulator,
     Topology,
-    cluster_from_flags,
 )
+from phantora.specs.cluster import cluster_from_flags
 
 from netcases import simulator
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from phantora.models.network import FabricConfig, Topology, cluster_from_flags, cluster_from_toml, cluster_from_toml_dict
+from phantora.models.network import FabricConfig, Topology
+from phantora.specs.cluster import cluster_from_flags, cluster_from_toml, cluster_from_toml_dict
 from phantora.models.network.topology import ecmp_hash
 
 from netcases import cluster
@@ -16,7 +17,7 @@ def test_flags_use_family_defaults():
 
 
 def test_unknown_gpu_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown GPU 'v100'.*known GPUs are a100, b200, h100, h200"):
+    with pytest.raises(ValueError, match="unknown GPU 'v100'.*known GPUs: a100, b200, h100, h200"):
         cluster_from_flags(gpu="v100")
 
 

@@ -1,0 +1,308 @@
+"""One `DeviceProfile` per GPU model: everything the models need to know about it, each part with its source.
+
+A GPU's folder, `specs/<gpu>/`, holds `profile.toml` (its spec, its node, which parts it borrows from another
+GPU and which it has none of) and the data files of the parts measured on it:
+
+| part           | file                | what it is                                                     |
+| ---            | ---                 | ---                                                            |
+| `nccl`         | `nccl.json`         | NCCL cost-model tuning (`NcclTuning`), fitted                  |
+| `power`        | `power.json`        | board power limit and energies (`PowerCap`), fitted            |
+| `sharing`      | `sharing.json`      | compute/NCCL interference on one GPU (`GpuSharing`), fitted    |
+| `host`         | `host.json`         | host CPU time per kind of call (`HostConstants`), fitted       |
+| `calibration`  | `calibration.json`  | the compute model's analytic efficiencies (`Calibration`)      |
+| `kernels`      | `kernels.jsonl`     | measured kernel times (`KernelDatabase`)                       |
+| `gemm_kernels` | `gemm_kernels.json` | which kernel cuBLAS runs per GEMM problem (`GemmKernelTable`)  |
+
+A part uses the GPU's own file when there is one. Otherwise `[borrow]` in profile.toml names the GPU whose file
+stands in (the part is then marked `borrowed_from`, and the run summary lists it), or `[absent]` says why the GPU
+has none (only `power`, `kernels` and `gemm_kernels` may be absent: no power limit, no measured kernels, no
+first-launch costs). The fitted files are shaped {"model", "gpu", "constants": {field: value}, "sources":
+{field: "<fit script> on <data path>"}}; the fits write them through benchmarks/common/fitted.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any, Callable, Generic, Mapping, TypeVar
+
+from phantora.models.compute import Calibration, KernelDatabase
+from phantora.models.gemm_kernels import GemmKernelTable
+from phantora.models.gpu import GpuSpec
+from phantora.models.host import HostConstants
+from phantora.models.interference import GpuSharing
+from phantora.models.network.config import NCCL_TABLE_SOURCES, NcclTuning, NodeDefaults, PerProtocol
+from phantora.models.power import PowerCap
+
+T = TypeVar("T")
+
+PART_FILES: Mapping[str, str] = {
+    "nccl": "nccl.json", "power": "power.json", "sharing": "sharing.json", "host": "host.json",
+    "calibration": "calibration.json", "kernels": "kernels.jsonl", "gemm_kernels": "gemm_kernels.json",
+}
+"""Each part of a profile and its file in a GPU's folder."""
+MAY_BE_ABSENT = frozenset({"power", "kernels", "gemm_kernels"})
+"""Parts a GPU may lack: the simulation runs without a power limit, measured kernels or first-launch costs."""
+PART_NAMES: Mapping[str, str] = {
+    "nccl": "NCCL tuning", "power": "power", "sharing": "sharing", "host": "host", "calibration": "calibration",
+    "kernels": "kernel database", "gemm_kernels": "GEMM kernel table",
+}
+"""How the run summary names each part."""
+
+_GB = 1e9
+_GBIT = 1e9 / 8
+
+
+class UnknownGpuError(ValueError):
+    """Raised for a GPU name that has no profile; the message lists the known ones."""
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be read as its part: the message names the file."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Part(Generic[T]):
+    """One input of the models for one GPU, and where it comes from."""
+
+    value: T
+    source: str
+    """The file it was read from (`specs/<gpu>/<file>`), or why the GPU has none."""
+    borrowed_from: str | None = None
+    """The GPU whose file stands in for this GPU's; None for the GPU's own (or absent) part."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceProfile:
+    """Everything Phantora knows about one GPU model; built by `load_profile`, never by hand."""
+
+    key: str
+    """Short name used on the command line, e.g. "h200"."""
+    spec: GpuSpec
+    node: NodeDefaults
+    nccl: Part[NcclTuning]
+    power: Part[PowerCap | None]
+    """None: the GPU runs without a power limit (`[absent]`)."""
+    sharing: Part[GpuSharing]
+    host: Part[HostConstants]
+    calibration: Part[Calibration]
+    kernels: Part[KernelDatabase]
+    """Empty where no kernel was measured on this GPU: the analytic model alone."""
+    gemm_kernels: Part[GemmKernelTable]
+    absent: Mapping[str, str] = field(default_factory=dict)
+    """Parts the GPU has none of, with why (profile.toml's `[absent]`)."""
+
+    def parts(self) -> dict[str, Part]:
+        return {name: getattr(self, name) for name in PART_FILES}
+
+    def borrowed(self) -> dict[str, str]:
+        """Part -> the GPU it is borrowed from, for the parts that are."""
+        return {name: part.borrowed_from for name, part in self.parts().items() if part.borrowed_from}
+
+
+# --- the GPUs shipped ---------------------------------------------------------------------------------
+def _specs_root() -> Traversable:
+    return resources.files("phantora.specs")
+
+
+@cache
+def known_gpus() -> tuple[str, ...]:
+    """Keys of the GPUs that have a profile (a folder of specs/ with profile.toml), sorted."""
+    return _gpus_in(_specs_root())
+
+
+def _gpus_in(root: Traversable) -> tuple[str, ...]:
+    return tuple(sorted(d.name for d in root.iterdir() if d.is_dir() and d.joinpath("profile.toml").is_file()))
+
+
+def gpu_key(name: str, root: Traversable | None = None) -> str:
+    """The profile key of a GPU name as a user gives it ("H100" -> "h100"); UnknownGpuError if none."""
+    known = known_gpus() if root is None else _gpus_in(root)
+    key = name.lower()
+    if key not in known:
+        raise UnknownGpuError(f"unknown GPU '{name}'; known GPUs: {', '.join(known)}")
+    return key
+
+
+@cache
+def load_profile(name: str) -> DeviceProfile:
+    """The profile of GPU `name` (case-insensitive) shipped with Phantora, read once per process."""
+    key = gpu_key(name)
+    return load_profile(key) if key != name else read_profile(key, _specs_root())
+
+
+def read_profile(name: str, root: Traversable) -> DeviceProfile:
+    """The profile of GPU `name` from the folders under `root` (laid out as specs/), read now."""
+    key = gpu_key(name, root)
+    where = f"specs/{key}/profile.toml"
+    try:
+        toml = tomllib.loads(root.joinpath(key, "profile.toml").read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ProfileError(f"{where}: not valid TOML: {error}") from None
+    return _build(key, toml, root)
+
+
+def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
+    where = f"specs/{key}/profile.toml"
+    borrow, absent = dict(toml.get("borrow", {})), dict(toml.get("absent", {}))
+    borrow.pop("why", None)
+    unknown = sorted((set(borrow) | set(absent)) - set(PART_FILES))
+    if unknown:
+        raise ProfileError(f"{where}: unknown part(s) {unknown}; parts: {', '.join(PART_FILES)}")
+    if not_absent := sorted(set(absent) - MAY_BE_ABSENT):
+        raise ProfileError(f"{where}: {not_absent} cannot be absent (only {', '.join(sorted(MAY_BE_ABSENT))})")
+    power_cap_w = _power_cap_w(toml, where)
+    readers: dict[str, Callable[[Traversable, str], Any]] = {
+        "nccl": lambda file, src: _nccl(_fitted(file, src, "nccl"), src),
+        "power": lambda file, src: _power(_fitted(file, src, "power"), power_cap_w, src),
+        "sharing": lambda file, src: _sharing(_fitted(file, src, "sharing"), src),
+        "host": lambda file, src: _host(_fitted(file, src, "host"), src),
+        "calibration": lambda file, src: Calibration.from_dict(_json(file, src)),
+        "kernels": lambda file, src: _kernels(file, src, key),
+        "gemm_kernels": lambda file, src: GemmKernelTable.from_dict(_json(file, src)),
+    }
+    empty: dict[str, Callable[[], Any]] = {
+        "power": lambda: None, "kernels": lambda: KernelDatabase(key), "gemm_kernels": GemmKernelTable,
+    }
+    parts = {name: _part(root, key, name, borrow, absent, readers[name], empty.get(name)) for name in PART_FILES}
+    if parts["power"].value is None and "power" not in absent:
+        raise ProfileError(f"{where}: no power model: give power.json, [borrow] power or [absent] power")
+    return DeviceProfile(key=key, spec=_spec(key, toml, where), node=_node(toml, where), absent=absent, **parts)
+
+
+def _part(root: Traversable, key: str, name: str, borrow: Mapping[str, str], absent: Mapping[str, str],
+          read: Callable[[Traversable, str], Any], empty: Callable[[], Any] | None) -> Part:
+    """The part from the GPU's own file, else from the GPU `[borrow]` names, else absent."""
+    own = root.joinpath(key, PART_FILES[name])
+    if own.is_file():
+        return Part(value=read(own, f"specs/{key}/{PART_FILES[name]}"), source=f"specs/{key}/{PART_FILES[name]}")
+    if name in borrow:
+        lender = gpu_key(str(borrow[name]), root)
+        file = root.joinpath(lender, PART_FILES[name])
+        src = f"specs/{lender}/{PART_FILES[name]}"
+        if lender == key or not file.is_file():
+            raise ProfileError(f"specs/{key}/profile.toml: [borrow] {name} = {lender!r}, but {src} does not exist")
+        return Part(value=read(file, src), source=src, borrowed_from=lender)
+    if name in absent and empty is not None:
+        return Part(value=empty(), source=str(absent[name]))
+    raise ProfileError(f"specs/{key}: no {PART_FILES[name]}, and profile.toml neither borrows nor marks absent "
+                       f"'{name}'")
+
+
+# --- profile.toml ---------------------------------------------------------------------------------------
+def _table(toml: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
+    table = toml.get(name)
+    if not isinstance(table, Mapping):
+        raise ProfileError(f"{where}: missing [{name}] table")
+    return dict(table)
+
+
+def _spec(key: str, toml: Mapping[str, Any], where: str) -> GpuSpec:
+    entry = _table(toml, "spec", where)
+    entry["compute_capability"] = tuple(entry.get("compute_capability", ()))
+    try:
+        return GpuSpec(key=key, **entry)
+    except TypeError as error:
+        raise ProfileError(f"{where}: [spec]: {error}") from None
+
+
+def _node(toml: Mapping[str, Any], where: str) -> NodeDefaults:
+    node = _table(toml, "node", where)
+    try:
+        return NodeDefaults(gpus_per_node=int(node["gpus_per_node"]),
+                            nvlink_bandwidth_bytes_per_s=float(node["nvlink_gbytes_per_s"]) * _GB,
+                            nic_bandwidth_bytes_per_s=float(node["nic_gbits_per_s"]) * _GBIT,
+                            sources=dict(node.get("sources", {})))
+    except KeyError as error:
+        raise ProfileError(f"{where}: [node] lacks {error}") from None
+
+
+def _power_cap_w(toml: Mapping[str, Any], where: str) -> float | None:
+    power = toml.get("power", {})
+    return None if "cap_w" not in power else float(power["cap_w"])
+
+
+# --- data files ---------------------------------------------------------------------------------------
+def _json(file: Traversable, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as error:
+        raise ProfileError(f"{where}: not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: expected a JSON object")
+    return data
+
+
+def _fitted(file: Traversable, where: str, model: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(constants, sources) of a fitted file of `model`, checked for shape."""
+    data = _json(file, where)
+    if data.get("model") != model:
+        raise ProfileError(f"{where}: a {model!r} file must say \"model\": \"{model}\", got {data.get('model')!r}")
+    constants, sources = data.get("constants"), data.get("sources")
+    if not isinstance(constants, dict) or not isinstance(sources, dict):
+        raise ProfileError(f"{where}: needs \"constants\" and \"sources\" objects")
+    if unsourced := sorted(set(constants) - set(sources)):
+        raise ProfileError(f"{where}: constants without a source: {unsourced}")
+    return constants, sources
+
+
+def _construct(cls: type[T], where: str, **values: Any) -> T:
+    """`cls(**values)`, every mistake (unknown or missing field, bad value) reported against the file."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(values) - names):
+        raise ProfileError(f"{where}: unknown field(s) {unknown} for {cls.__name__}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ProfileError(f"{where}: {error}") from None
+
+
+def _host(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> HostConstants:
+    constants, _ = fitted
+    return _construct(HostConstants, where, **constants)
+
+
+def _power(fitted: tuple[dict[str, Any], dict[str, str]], cap_w: float | None, where: str) -> PowerCap:
+    constants, _ = fitted
+    if cap_w is None:
+        raise ProfileError(f"{where}: the GPU's profile.toml gives no [power] cap_w for these energies")
+    return _construct(PowerCap, where, cap_w=cap_w, **constants)
+
+
+def _sharing(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> GpuSharing:
+    constants, _ = fitted
+    values = dict(constants)
+    try:
+        values["by_op"] = tuple((op, float(f["compute_slowdown"]), float(f["nccl_slowdown"]))
+                                for op, f in dict(values.get("by_op", {})).items())
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ProfileError(f"{where}: by_op must map an operation to its compute_slowdown and nccl_slowdown "
+                           f"({error})") from None
+    return _construct(GpuSharing, where, **values)
+
+
+def _nccl(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> NcclTuning:
+    constants, sources = fitted
+    values: dict[str, Any] = {}
+    for name, value in constants.items():
+        if isinstance(value, Mapping):
+            try:
+                value = PerProtocol(**value)
+            except TypeError as error:
+                raise ProfileError(f"{where}: {name}: {error}") from None
+        values[name] = value
+    return _construct(NcclTuning, where, **values, sources={**NCCL_TABLE_SOURCES, **sources})
+
+
+def _kernels(file: Traversable, where: str, key: str) -> KernelDatabase:
+    """A kernel database read as this GPU's (a borrowed one answers for the borrowing GPU)."""
+    try:
+        db = KernelDatabase.parse(file.read_text().splitlines(), where)
+    except (ValueError, KeyError) as error:
+        raise ProfileError(f"{where}: {error}") from None
+    return db if db.gpu == key else KernelDatabase(key, db.entries, db.meta)
