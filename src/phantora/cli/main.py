@@ -69,7 +69,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
     p = parser.add_argument_group("phantora options")
     where = p.add_mutually_exclusive_group(required=True)
     option(where, "--gpu", help=f"GPU model: {', '.join(known_gpus())} (nodes as its DGX/HGX)")
-    option(where, "--cluster", metavar="FILE.toml", help="cluster file (docs/network-model.md)")
+    option(where, "--cluster", metavar="FILE.toml", help="cluster file (docs/models/network.md)")
     option(p, "--out", default="phantora-out", help="output folder (default phantora-out/)")
     option(p, "--strict", action="store_true",
            help="fail on ops that have no cost model instead of estimating them")
@@ -85,11 +85,11 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
     option(p, "--profile-device", default="cuda:0", help="GPU for on-the-fly profiling (default cuda:0)")
     option(p, "--no-trace", action="store_true", help="do not write trace.json")
     option(p, "--no-power-cap", action="store_true",
-           help="never slow GEMMs and attention for the GPU's power limit (docs/compute-model.md, Power cap)")
+           help="never slow GEMMs and attention for the GPU's power limit (docs/models/power.md)")
     option(p, "--host-time", choices=HOST_TIME_MODES, default="model",
            help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
                 "deterministic (default); measured = the CPU time the script's own code takes on this "
-                "machine, outside Phantora (varies with load; docs/compute-model.md, Host model)")
+                "machine, outside Phantora (varies with load; docs/models/host.md)")
     option(p, "--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
            help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
                 "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
@@ -98,7 +98,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
            help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
                 "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
                 "of several ranks waits for its slowest (default); none = dedicated hosts "
-                "(docs/compute-model.md, Contended hosts)")
+                "(docs/models/host.md, "Contended hosts")")
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
     return actions

@@ -1,6 +1,6 @@
 """Compute cost model: how long one intercepted aten op keeps the GPU busy.
 
-Sources, in order (see docs/compute-model.md):
+Sources, in order (see docs/models/compute.md):
 
 1. **Measured database** (`KernelDatabase`): kernel times measured on a real GPU for an exact op
    signature (op name, every tensor's shape/dtype/stride/device, the non-tensor arguments that

@@ -6,7 +6,7 @@ outlasts its GPU work (small models, many small kernels: "launch-bound") is as l
 work. Deterministic: every cost is a constant times something the runtime counts.
 
 What is charged (the constants, `HostConstants`, come from the GPU's profile: specs/<gpu>/host.json,
-each with the fit and data it came from; see docs/compute-model.md, "Host model"):
+each with the fit and data it came from; see docs/models/host.md):
 
 - every intercepted op: C++ dispatch + launch (`launch_ns`, `alloc_output_ns`, the gemm / attention
   / foreach / fused terms), views and allocations (`view_ns`, `alloc_ns`), syncs and `.item()`.

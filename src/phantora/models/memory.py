@@ -9,7 +9,7 @@ uses. Emulated: ``DeviceCachingAllocator`` in ``c10/cuda/CUDACachingAllocator.cp
 ``c10/core/AllocatorConfig.cpp`` / ``c10/cuda/CUDAAllocatorConfig.h``. Not emulated
 (raise ``NotImplementedError``): ``expandable_segments:True``,
 ``backend:cudaMallocAsync``, ``throw_on_cudamalloc_oom:True``. See
-``docs/memory-model.md`` for what matches a real H200 and what does not.
+``docs/models/memory.md`` for what matches a real H200 and what does not.
 
 Interface (one model per simulated device)::
 

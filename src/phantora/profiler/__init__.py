@@ -8,5 +8,5 @@
 - `onthefly`: the worker process that measures unseen ops during a simulation (`--profile-on-the-fly`).
 
 Nothing here is imported by the rank runtime except `oplog`, `database` and `onthefly`'s client, which
-touch no GPU. See docs/compute-model.md, "phantora profile".
+touch no GPU. See docs/models/compute.md, "Your own measurements".
 """

@@ -3,7 +3,7 @@
 Two ways in, one validated `ClusterNetworkConfig` (models/network/config.py):
 - `cluster_from_flags(gpu="h100", nodes=4, gpus_per_node=8)`: the `--gpu/--nodes/--gpus-per-node` style, every
   other value from the GPU's profile (its node and NCCL tuning: specs/<gpu>/profile.toml, nccl.json);
-- `cluster_from_toml(path)` / `cluster_from_toml_dict(d)`: a cluster file (schema in docs/network-model.md).
+- `cluster_from_toml(path)` / `cluster_from_toml_dict(d)`: a cluster file (schema in docs/models/network.md).
 
 Values enter in the units people quote (GB/s for NVLink, Gb/s for NICs, µs for latencies) and are converted
 here, once.
