@@ -1,8 +1,8 @@
 """Network model vs measured NCCL collective times on H200 SXM (predicted, measured, error per op and size).
 
-    python benchmarks/network_model_error.py [--min-bytes 1048576] [--all]
+    python benchmarks/collectives/error.py [--min-bytes 1048576] [--all]
 
-Reference: data/reference/nccl_{2,4}.jsonl, rows {"op", "world", "bytes", "seconds"}, measured on 2 and 4
+Reference: data/h200/collectives/nccl/nccl_{2,4}.jsonl, rows {"op", "world", "bytes", "seconds"}, measured on 2 and 4
 H200 SXM of one NVSwitch node (NV18 all pairs), NCCL 2.28.9, NCCL_NVLS_ENABLE=0. `bytes` follows
 nccl-tests' convention, the same as the model's `size_bytes` (nccl.SIZE_CONVENTION): all_gather's is the
 gathered output, reduce_scatter's the full input, all_to_all's each rank's whole input; the busbw
@@ -34,7 +34,7 @@ from phantora.models.network import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE_FILES = (REPO / "data/reference/nccl_2.jsonl", REPO / "data/reference/nccl_4.jsonl")
+REFERENCE_FILES = (REPO / "data/h200/collectives/nccl/nccl_2.jsonl", REPO / "data/h200/collectives/nccl/nccl_4.jsonl")
 FLOOR_MAX_BYTES = 256 * 1024
 GPU_BOUND_FACTOR = 1.5
 LARGE_BYTES = 64 << 20

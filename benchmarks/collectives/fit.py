@@ -1,6 +1,6 @@
 """Fit the network model's few free NCCL constants to the H200 reference measurements.
 
-    python benchmarks/fit_network_model.py [--points all|gpu-bound]
+    python benchmarks/collectives/fit.py [--points all|gpu-bound]
 
 Fitted (everything else is NCCL's own tuning table or a datasheet value, see config.py):
   launch_overhead_us      fixed cost of every collective (launch, proxy, first-chunk sync)
@@ -11,7 +11,7 @@ Fitted (everything else is NCCL's own tuning table or a datasheet value, see con
   local_copy_gbytes_per_s rate of the own-chunk copy/reduce in ring kernels (S/n bytes, serial)
   nvlink_step_scale       multiplier on NCCL's per-step NVLink latencies (hwLat NVLINK Ring)
 
-Objective: mean squared relative error of the simulated time (benchmarks/network_model_error.py's
+Objective: mean squared relative error of the simulated time (benchmarks/collectives/error.py's
 `predict_s`, i.e. the real simulator) over all sizes >= 1 MiB (the benchmark's target); with
 `--points gpu-bound` only over points whose measured time is >= 1.5x the small-message floor of their
 series (the fit then ignores points where the measurement shows a per-call floor; it lands on nearly
@@ -28,10 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from network_model_error import GPU_BOUND_FACTOR, load_rows, predict_s, series_floors  # noqa: E402
+from benchmarks.collectives.error import GPU_BOUND_FACTOR, load_rows, predict_s, series_floors
 
-from phantora.models.network.config import H200_NCCL_TUNING, NcclTuning, PerProtocol  # noqa: E402
+from phantora.models.network.config import H200_NCCL_TUNING, NcclTuning, PerProtocol
 
 NCCL_SIMPLE_BASE_US = 8.4  # NCCL tuning.cc baseLat Ring/Tree Simple
 NCCL_NVLINK_STEP_US = PerProtocol(ll=0.6, ll128=1.9, simple=3.4)  # NCCL tuning.cc hwLat NVLINK Ring

@@ -11,7 +11,7 @@ reduce_scatter, all_reduce; 64 and 256 MiB, bf16):
               iterations that lie entirely inside the window where both run are kept.
 slowdown = median concurrent iteration time / median alone iteration time, for K and for C.
 
-    torchrun --standalone --nproc_per_node=4 benchmarks/h200/measure_overlap.py --out overlap_4.json
+    torchrun --standalone --nproc_per_node=4 benchmarks/collectives/measure_overlap.py --out overlap_4.json
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def save(path, world, alone_k, alone_c, results, done):
         nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         env = {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")}
         out = {"complete": done,
-            "what": "compute/communication overlap slowdowns (see benchmarks/h200/measure_overlap.py)",
+            "what": "compute/communication overlap slowdowns (see benchmarks/collectives/measure_overlap.py)",
             "world": world, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "nccl": nccl,
             "cuda": torch.version.cuda, "env": env, "measured_unix": time.time(),
             "alone_compute_ms": {k: {"median": med(v), "min": min(v), "max": max(v), "all": v} for k, v in alone_k.items()},

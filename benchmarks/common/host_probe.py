@@ -6,7 +6,7 @@ Leases of the same machine type differ by up to 1.8x in host speed (data/h200/ca
 one process of a run can be 1.6x slower than its siblings (data/h200/call14): host-bound ground truth
 is only comparable with the host speed it ran at. Prints one JSON line (medians of 21 rounds, µs).
 
-    python3 benchmarks/h200/host_probe.py [--label NAME]
+    python3 benchmarks/common/host_probe.py [--label NAME]
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
-import timeline  # noqa: E402  (the probes live there, so both measure the same work)
+from benchmarks.workloads import timeline  # the probes live there, so both measure the same work
 
 
 def main() -> None:

@@ -1,17 +1,17 @@
 # Sourced by the device-call scripts (run from the repository root).
 #
-# `host_probes LABEL FILE` runs benchmarks/h200/host_probe.py alone, then in four processes at once (one per
+# `host_probes LABEL FILE` runs benchmarks/common/host_probe.py alone, then in four processes at once (one per
 # GPU), and appends the five JSON lines to FILE.
 host_probes() {
-  python3 benchmarks/h200/host_probe.py --label "$1 alone" >> "$2"
+  python3 benchmarks/common/host_probe.py --label "$1 alone" >> "$2"
   for g in 0 1 2 3; do
-    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/h200/host_probe.py --label "$1 four, gpu $g" >> "$2" &
+    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/common/host_probe.py --label "$1 four, gpu $g" >> "$2" &
   done
   wait
 }
 
 # `groundtruth_runs DIR NAME...` runs each named ground-truth configuration alone on the machine
-# (benchmarks/h200/groundtruth.py), in order, into DIR/g1, DIR/g2, ..., and prints each one's result line.
+# (benchmarks/e2e/groundtruth.py), in order, into DIR/g1, DIR/g2, ..., and prints each one's result line.
 groundtruth_runs() {
   local dir=$1 i=0 name
   shift
@@ -29,5 +29,5 @@ call_setup() {
   T0=$(date +%s)
   C=$OUT/c$1
   mkdir -p "$C"
-  python3 benchmarks/h200/host_probe.py --label "start" >> "$C/probe.jsonl"
+  python3 benchmarks/common/host_probe.py --label "start" >> "$C/probe.jsonl"
 }

@@ -4,7 +4,7 @@ import gzip
 import json
 import os
 
-from common import out_dir
+from benchmarks.common.encode import out_dir
 
 d = out_dir()
 for line in open(f"{d}/llama_plain.txt") if os.path.exists(f"{d}/llama_plain.txt") else []:

@@ -1,16 +1,16 @@
 """Accuracy benchmark: Phantora's predictions against real H200 runs.
 
-For every configuration of `benchmarks/accuracy_configs.json` (the dev set,
-`data/reference/h200x4_dev_set.json`, and our own H200 ground truth, `data/h200/groundtruth/`)
+For every configuration of `benchmarks/e2e/configs.json` (the dev set,
+`data/h200/e2e/dev_set/h200x4_dev_set.json`, and our own H200 ground truth, `data/h200/e2e/groundtruth/`)
 it runs the same command under Phantora (`phantora run -- python3 SCRIPT ARGS` for one GPU,
 `phantora torchrun TORCHRUN-ARGS SCRIPT ARGS` for several), reads the script's own JSON result line
 (its median step time and peak memory, in simulated time), and prints measured vs predicted with
 the error, plus the simulator's own cost.
 
-    python benchmarks/accuracy.py                 # all single-GPU configs
-    python benchmarks/accuracy.py --all           # also the multi-GPU ones (phantora torchrun)
-    python benchmarks/accuracy.py --only llama_l1b_tp2,moe_ep4
-    python benchmarks/accuracy.py --no-kernel-db  # analytic cost model only
+    python benchmarks/e2e/accuracy.py                 # all single-GPU configs
+    python benchmarks/e2e/accuracy.py --all           # also the multi-GPU ones (phantora torchrun)
+    python benchmarks/e2e/accuracy.py --only llama_l1b_tp2,moe_ep4
+    python benchmarks/e2e/accuracy.py --no-kernel-db  # analytic cost model only
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
-sys.path.insert(0, str(REPO / "benchmarks" / "h200"))
-import groundtruth  # noqa: E402  (TorchTitan's log parser, its dataset path)
+from benchmarks.e2e import groundtruth
 
 
 def measured(config: dict) -> dict:

@@ -1,6 +1,6 @@
 """Line up one training step as a real GPU ran it with the same step as Phantora simulated it.
 
-Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/step_profiles/), or
+Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/e2e/step_profiles/), or
 converted by it from a program's own profiler traces (TorchTitan's: data/h200/call22/).
 Simulated side: a Phantora `trace.json` of the same configuration; its last whole step is the work
 launched between the last two device synchronizations that waited for the GPU (the scripts
@@ -8,7 +8,7 @@ synchronize before and after every step). Prints, per rank: the step's GPU span,
 class (GPU time of its kernels, summed), NCCL time per collective, and how much compute ran while
 NCCL kernels ran.
 
-    python benchmarks/compare_step.py data/h200/step_profiles/profiles/llama_l1b_fsdp4 OUT/trace.json
+    python benchmarks/e2e/compare_step.py data/h200/e2e/step_profiles/profiles/llama_l1b_fsdp4 OUT/trace.json
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def summarize(rows: list[tuple[str, str, int, float, float]]) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("profile_dir", type=Path, help="data/h200/step_profiles/profiles/NAME")
+    p.add_argument("profile_dir", type=Path, help="data/h200/e2e/step_profiles/profiles/NAME")
     p.add_argument("trace", type=Path, help="trace.json of a Phantora run of the same configuration")
     p.add_argument("--rank", type=int, default=0)
     a = p.parse_args()

@@ -1,13 +1,13 @@
 """Line up the layer-by-layer timeline of a real training step with Phantora's (benchmarks/workloads/timeline.py).
 
 Both sides are directories of rank{R}.json written with PHANTORA_BENCH_TIMELINE=DIR (real:
-`benchmarks/h200/profile_steps.py --timeline`; simulated: the same workload under `phantora torchrun`).
+`benchmarks/e2e/profile_steps.py --timeline`; simulated: the same workload under `phantora torchrun`).
 For each mark, in step order, prints the median over steps of its host time and its GPU time (µs from
 the step's start) on both sides, and how far the GPU lags behind the host there (GPU - host: near zero
 means the GPU waits for the host). A label seen twice in a step (an FSDP2 group unshard in forward and
 backward) gets a #2 suffix.
 
-    python benchmarks/compare_timeline.py data/h200/timeline/llama_l1b_fsdp4 /tmp/tl/llama_l1b_fsdp4 [--rank 0]
+    python benchmarks/e2e/compare_timeline.py data/h200/e2e/timelines/llama_l1b_fsdp4 /tmp/tl/llama_l1b_fsdp4 [--rank 0]
 
 With --intervals, prints instead, per mark name (occurrences pooled), the host time from the previous
 mark to it, summed over a step (median over steps) and per occurrence (median): which stretch of

@@ -1,8 +1,8 @@
-"""Accuracy ground truth (issue 4): run the training configurations on real H200s, one JSON each.
+"""Accuracy ground truth: run the training configurations on real GPUs, one JSON each.
 
-Runs on the device machine (4x H200, kind nvidia-h200-x4), from the repo root:
+Runs on the GPU machine (4x H200), from the repo root:
 
-    python3 benchmarks/h200/groundtruth.py --out $OUT [--only NAME,NAME] [--deadline-s 540]
+    python3 -m benchmarks.e2e.groundtruth --out $OUT [--only NAME,NAME] [--deadline-s 540]
 
 Each configuration is launched exactly as a user would (`python3 SCRIPT ARGS` for one GPU,
 `torchrun --standalone --nproc_per_node=W SCRIPT ARGS` otherwise; torchrun is invoked as
@@ -13,13 +13,12 @@ runs have the machine to themselves. Each result file records what ran beside it
 
 Output: $OUT/groundtruth.tar.gz (re-written after every configuration, so a run cut short
 still returns what finished) holding groundtruth/NAME.json, logs/NAME.log, overlap/*.json,
-env.json; and $OUT/runner.log. Unpack into data/h200/ (see data/h200/groundtruth/README.md).
-
-The `run` call used (device tool, kind nvidia-h200-x4, carry [".whl"] for TorchTitan's wheels,
-timeout_s 600; the three calls of 2026-11-21 are in data/h200/groundtruth/README.md):
+env.json; and $OUT/runner.log. Unpack into data/<gpu>/e2e/groundtruth/ (its README.md) with
+benchmarks/e2e/collect.py. On the GPU machine (TorchTitan's wheels beside the checkout):
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1;
-    python3 benchmarks/h200/groundtruth.py --out $OUT --deadline-s 540 2>&1 | tee $OUT/runner.log
-then, here: python benchmarks/h200/collect_groundtruth.py import call1 /work/.device/N/groundtruth.tar.gz
+    python3 -m benchmarks.e2e.groundtruth --out $OUT --deadline-s 540 2>&1 | tee $OUT/runner.log
+then, here: python -m benchmarks.e2e.collect import LEASE/RUN $OUT/groundtruth.tar.gz (benchmarks/e2e/measure.sh
+does both halves' bookkeeping).
 """
 
 from __future__ import annotations
@@ -318,7 +317,7 @@ def run_overlap(world, bundle, t0, timeout=75):
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(world))
     out = f"/tmp/overlap_{world}.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
-           "benchmarks/h200/measure_overlap.py", "--out", out]
+           "benchmarks/collectives/measure_overlap.py", "--out", out]
     started = time.time()
     logpath = f"/tmp/overlap_{world}.log"
     with open(logpath, "w") as log:

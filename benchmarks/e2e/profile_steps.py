@@ -5,10 +5,10 @@ host and GPU times of each layer and phase).
 For each named configuration of `groundtruth.py` (llama_train.py ones), runs it exactly as the ground
 truth did, with PHANTORA_BENCH_PROFILE_DIR set: after its measured steps each rank profiles one more
 step (benchmarks/workloads/profile_step.py). Output: $OUT/profiles/NAME/rank{R}.json.gz and NAME.log.
-Compare with a Phantora run of the same configuration: `python benchmarks/compare_step.py`.
+Compare with a Phantora run of the same configuration: `python benchmarks/e2e/compare_step.py`.
 
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-    python3 benchmarks/h200/profile_steps.py --out $OUT --only llama_l1b_fsdp4,llama_l8b_fsdp4
+    python3 benchmarks/e2e/profile_steps.py --out $OUT --only llama_l1b_fsdp4,llama_l8b_fsdp4
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import groundtruth
+from benchmarks.e2e import groundtruth
 
 
 def main() -> int:

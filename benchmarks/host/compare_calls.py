@@ -1,7 +1,7 @@
 """Host time of library calls and step phases: a real run against a simulated one.
 
 Both sides come from benchmarks/workloads/host_calls.py (PHANTORA_BENCH_HOST_CALLS=DIR): the real side
-from `benchmarks/h200/profile_steps.py --host-calls` (data/h200/host_calls/NAME/), the simulated side
+from `benchmarks/e2e/profile_steps.py --host-calls` (data/h200/host/calls/library/NAME/), the simulated side
 from the same workload under `phantora torchrun` with the same variable set. Prints, per wrapped call,
 calls per step and mean exclusive host µs on each side (the difference is the host time the model
 misses per call), then the median host time of each step phase. With several REAL SIM pairs, it ends
@@ -10,7 +10,7 @@ LIBRARY_CALL_NS takes it (sum of real exclusive time per step minus the simulate
 simulated calls per step: a call the simulation makes more often than torch on the GPU machine
 spreads the difference).
 
-    python benchmarks/compare_host_calls.py data/h200/host_calls/llama_l1b_fsdp4 /tmp/hc/llama_l1b_fsdp4
+    python benchmarks/host/compare_calls.py data/h200/host/calls/library/llama_l1b_fsdp4 /tmp/hc/llama_l1b_fsdp4
 """
 
 from __future__ import annotations

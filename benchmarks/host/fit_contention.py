@@ -11,7 +11,7 @@ step and rank: `python_loop_us`, a fixed pure-Python loop; benchmarks/workloads/
   end) in steps whose probes before and after are both contended, over the median of the same
   configuration's steps whose probes before and after are both uncontended.
 
-    python benchmarks/h200/fit_host_contention.py
+    python benchmarks/host/fit_contention.py
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import statistics
 from collections import defaultdict
 
-import groundtruth  # this script's folder
+from benchmarks.e2e import groundtruth
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "data", "h200")
 THRESHOLD_US = 6000.0

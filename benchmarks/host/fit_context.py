@@ -19,10 +19,10 @@ is the phase's simulated time. Then, with relative errors (noise on these VMs is
 
 Prints the constants, then measured vs fitted model per variant and phase, and the llama variants
 of data/h200/call3 (another day, not fitted). The simulated counts are stored in
-data/h200/call4/host_counts.json (tests/unit/test_host_model.py refits from them); `--simulate`
+data/h200/host/launch_bound/host_counts.json (tests/unit/test_host_model.py refits from them); `--simulate`
 makes them again (CPU only, under a minute):
 
-    python benchmarks/h200/fit_host_model.py [--simulate]
+    python benchmarks/host/fit_context.py [--simulate]
 """
 
 from __future__ import annotations
@@ -41,13 +41,12 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import leases  # noqa: E402  (this script's folder)
+from benchmarks.host import leases
 
-MEASURED = REPO / "data/h200/call4/launch_bound.json"
-CALL3 = REPO / "data/h200/call3/phases.json"
+MEASURED = REPO / "data/h200/host/launch_bound/launch_bound.json"
+CALL3 = REPO / "data/h200/host/phases/phases.json"
 CALL5 = REPO / "data/h200/call5/launch_bound_order.json"
-COUNTS = REPO / "data/h200/call4/host_counts.json"
+COUNTS = REPO / "data/h200/host/launch_bound/host_counts.json"
 """What the simulated variants would be charged for, phase by phase (written by --simulate)."""
 FITTED = ("framework_ns", "module_call_ns", "autograd_node_ns", "optimizer_step_ns", "zero_grad_ns",
           "zero_grad_per_param_ns", "grad_norm_ns", "dataloader_next_ns", "dataloader_contention_ns")
@@ -102,7 +101,7 @@ def simulate(names: list[str]) -> dict[str, dict[str, dict]]:
     from phantora.config.run import RankConfig
 
     bootstrap.install(RankConfig.from_env())
-    script = REPO / "benchmarks/h200/measure_launch_bound.py"
+    script = REPO / "benchmarks/host/measure_launch_bound.py"
     spec = importlib.util.spec_from_file_location("measure_launch_bound", script)
     mlb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mlb)
@@ -199,7 +198,7 @@ def predict(sim_phases: dict, c: dict) -> dict[str, float]:
 
 
 def at_average_lease(variant: dict, lease: str) -> dict:
-    """A measured variant's times divided by its lease's index (benchmarks/h200/leases.py): what the average
+    """A measured variant's times divided by its lease's index (benchmarks/host/leases.py): what the average
     lease would have taken."""
     scale = leases.average_lease_scale(lease)
     scaled = dict(variant)

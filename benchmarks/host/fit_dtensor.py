@@ -2,7 +2,7 @@
 `subclass_op_per_tensor_ns`) on the tensor-parallel steps' host phases.
 
 Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under data/h200/
-(benchmarks/workloads/timeline.py; calls 8, 14, 15, 27 and 38) whose lease has an index (benchmarks/h200/leases.py:
+(benchmarks/workloads/timeline.py; calls 8, 14, 15, 27 and 38) whose lease has an index (benchmarks/host/leases.py:
 call 7's has none). A rank's forward host time is its first layer's start to its last layer's end, its backward
 host time the loss mark to the backward mark, its clip + optimizer host time the backward mark to the optimizer
 mark, each over its lease's index; the mean over every rank and recorded step is the average lease's *mean
@@ -23,7 +23,7 @@ The per-tensor constant likewise, over the list ops' extra DTensors in the clip 
 (`clip_grad_norm_` and AdamW, foreach: 2342 for the model's 147 parameters). Runs the three simulations (a few
 minutes on two cores):
 
-    python benchmarks/h200/fit_subclass_ops.py
+    python benchmarks/host/fit_dtensor.py
 """
 
 from __future__ import annotations
@@ -37,12 +37,11 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "src"))
 
-import leases  # noqa: E402  (this script's folder)
-from fit_host_contention import forward_host_ms  # noqa: E402
-from phantora.models.host import H200_HOST  # noqa: E402
-from phantora.models.host_contention import H200_VM  # noqa: E402
+from benchmarks.host import leases
+from benchmarks.host.fit_contention import forward_host_ms
+from phantora.models.host import H200_HOST
+from phantora.models.host_contention import H200_VM
 
 LLAMA = ["--ac", "none", "--dim", "2048", "--n-layers", "16", "--n-heads", "32", "--n-kv-heads", "8", "--ffn-dim",
          "8192", "--vocab", "128256", "--seq", "4096", "--batch", "2", "--steps", "6"]

@@ -9,7 +9,7 @@ Real side: the 1.5B llama with FSDP2, each wrapped call's exclusive host time re
   three keep their gradients, `set_requires_gradient_sync(False)`).
 
 Calls 41 and 43 (data/h200/call4{1,3}/host_calls/, x2) ran the three 2-GPU commands beside ground-truth runs, which
-give each lease's index (benchmarks/h200/leases.py: 0.87 and 1.07). Session 4 (data/h200/host_calls/: the
+give each lease's index (benchmarks/host/leases.py: 0.87 and 1.07). Session 4 (data/h200/host/calls/library/: the
 ground-truth commands, 2 and 4 GPUs) and call 36 (the batch-1 runs) had no ground-truth runs; each of those leases'
 index is estimated from the same command's calls on the indexed leases (its time over theirs, times their index).
 Session 4's runs are the only ones on 4 GPUs, where `post_backward` takes ~0.7x its time on 2.
@@ -22,7 +22,7 @@ pooled over leases, runs, ranks and steps (means: a step pays every call, the sl
 
     new = current + (real µs per step / lease index - simulated µs per step) / simulated calls per step
 
-    python benchmarks/h200/fit_fsdp_calls.py      # four simulations, about ten minutes on two cores
+    python benchmarks/host/fit_fsdp.py      # four simulations, about ten minutes on two cores
 """
 
 from __future__ import annotations
@@ -34,11 +34,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
 
-import leases  # noqa: E402  (this script's folder)
-from fit_subclass_ops import at_mean_host  # noqa: E402
-from phantora.models.host import H200_HOST  # noqa: E402
+from benchmarks.host import leases
+from benchmarks.host.fit_dtensor import at_mean_host
+from phantora.models.host import H200_HOST
 
 GROUPS = 17
 """FSDP2 parameter groups (16 layers and the root)."""

@@ -6,7 +6,7 @@ Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benc
 calls 31 and 39). Each stretch between two marks is taken as each rank's median over steps and layers, averaged
 over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is host
 time. Each lease ran slower than the average lease (call 31's hosts were contended in 85 % of the
-probes): every real stretch is divided by its lease's index (benchmarks/h200/leases.py), then the two leases
+probes): every real stretch is divided by its lease's index (benchmarks/host/leases.py), then the two leases
 averaged. Call 39's layers have one mark more (after the counts' cat), so its `moe.tolist` stretch is shorter
 than call 31's; that stretch is printed, not fitted.
 
@@ -29,13 +29,13 @@ Every real stretch ends with a mark, which records a new CUDA event: host time t
 comprehensions, ~1 µs of Python) measures it: ~33 µs at the mean host (31-35 µs raw on calls 31 and 33; in a
 tight loop on an uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real
 stretch before the differences; session 13's fit had not, and each of its terms carried one mark. Call 41 timed
-a mark's cost directly, from marked and unmarked steps of one run (benchmarks/h200/mark_cost.py): 43-47 µs of step
+a mark's cost directly, from marked and unmarked steps of one run (benchmarks/host/mark_cost.py): 43-47 µs of step
 time on 2 ranks; on 4 ranks whole runs suggest 8-28. The moe.splits estimate stands between them.
 
 The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted
 constants, a rerun prints differences near zero.
 
-    python benchmarks/h200/fit_moe_host.py        # one simulation, about a minute on two cores
+    python benchmarks/host/fit_moe.py        # one simulation, about a minute on two cores
 """
 
 from __future__ import annotations
@@ -46,13 +46,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import leases  # noqa: E402  (this script's folder)
-from compare_timeline import load_intervals  # noqa: E402
-from fit_subclass_ops import timeline_at_mean_host  # noqa: E402
-from phantora.models.host import H200_HOST  # noqa: E402
+from benchmarks.host import leases
+from benchmarks.e2e.compare_timeline import load_intervals
+from benchmarks.host.fit_dtensor import timeline_at_mean_host
+from phantora.models.host import H200_HOST
 
 REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed",
         ROOT / "data" / "h200" / "call39" / "timeline" / "moe_ep4"]
@@ -76,7 +74,7 @@ def stretches(directory: Path, scale: float = 1.0) -> dict[str, float]:
 
 
 def at_average_lease(directories: list[Path]) -> dict[str, float]:
-    """The real stretches of each timeline over its lease's index (benchmarks/h200/leases.py), averaged over them."""
+    """The real stretches of each timeline over its lease's index (benchmarks/host/leases.py), averaged over them."""
     each = [stretches(d, leases.average_lease_scale(leases.lease_of_path(str(d)))) for d in directories]
     return {name: statistics.fmean(s[name] for s in each) for name in set.intersection(*(set(s) for s in each))}
 

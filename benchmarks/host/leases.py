@@ -1,11 +1,11 @@
 """How fast each lease of the H200 machines ran host-bound work, against the average lease measured.
 
 A host-bound step's real time depends on the lease: the same command's run medians differ by up to 1.6x between
-leases of one machine type (data/h200/call11, call37), far beyond the host-speed probe's power to tell
-(data/h200/call32 and call37: both probes uncontended, llama_tiny 21.0 against 13-16 ms). Each configuration's
-ground truth pools whichever leases it happened to run on, and each host-model constant was fitted on one or a
-few leases. Every ground-truth run names its device call (`runs[].call` in benchmarks/accuracy_configs.json:
-`call27g1` ran on call 27's lease), and most leases ran several of the host-bound configurations, so lease and
+leases of one machine type (data/h200/host/leases/README.md), far beyond the host-speed probe's power to tell (two
+one-GPU leases with uncontended probes ran llama_tiny at 21.0 and at 13-16 ms). Each configuration's ground truth
+pools whichever leases it happened to run on, and each host-model constant was fitted on one or a few leases.
+Every ground-truth run names its lease (`runs[].run` in benchmarks/e2e/configs.json: `2026-11-22-24/g1` is run g1
+of the 24th lease of 2026-11-22), and most leases ran several of the host-bound configurations, so lease and
 configuration can be told apart. By least squares on the log of each run's median:
 
     log(run median) = configuration term + lease effect,   lease effects summing to zero
@@ -13,14 +13,14 @@ configuration can be told apart. By least squares on the log of each run's media
 The lease index, exp(lease effect), is how much slower than the average lease that lease ran the same commands.
 It compares runs of one configuration with each other, so it needs no model. The host model's fits divide what
 they measured on a lease by its index: the constants then stand for the average lease, not for the leases that
-happened to be measured (docs/compute-model.md, "The average lease").
+happened to be measured (docs/models/host.md).
 
-With predictions (benchmarks/accuracy.py --json), the configuration term less the prediction is the model's error
+With predictions (benchmarks/e2e/accuracy.py --json), the configuration term less the prediction is the model's error
 against the average lease; also printed with each lease left out in turn.
 
-    python benchmarks/h200/leases.py                                  # lease indices
-    python benchmarks/h200/leases.py --rows data/accuracy/ROWS.json   # and the model's error per configuration
-    python benchmarks/h200/leases.py --write                          # freeze them in data/h200/lease_index.json
+    python -m benchmarks.host.leases                    # lease indices
+    python -m benchmarks.host.leases --rows ROWS.json   # and the model's error per configuration
+    python -m benchmarks.host.leases --write            # freeze them in data/h200/host/leases/lease_index.json
 """
 
 from __future__ import annotations
@@ -35,39 +35,48 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
-INDEX = REPO / "data" / "h200" / "lease_index.json"
+from benchmarks.common.paths import BENCHMARKS, REPO, data_dir
+
+GPU = "h200"
+CONFIGS = BENCHMARKS / "e2e" / "configs.json"
+DATA = data_dir(GPU, "host").parent
+INDEX = data_dir(GPU, "host", "leases", "lease_index.json")
+LEASE = re.compile(r"\d{4}-\d\d-\d\d-\d\d")
+"""A lease: `<date>-<NN>`, the NNth machine lease of that day (data/README.md)."""
 HOST_BOUND = ("llama_tiny_1gpu", "nanogpt_tiny_1gpu", "llama_l1b_tp2", "llama_l1b_tp4", "llama_l1b_fsdp2_tp2",
               "moe_ep4", "llama_l1b_fsdp4_ga4")
 """The configurations whose step is mostly host time; the others' runs differ between leases by a few %."""
-SESSION5_TIMELINES = {"llama_l1b_tp2": "call7", "llama_l1b_tp2_run2": "call8", "llama_l1b_tp4": "call8",
-                      "llama_l1b_fsdp2_tp2": "call8"}
-"""data/h200/timeline/ holds calls 7-9's runs; which call took which (its README.md)."""
+FIRST_TIMELINES = {"llama_l1b_tp2": "2026-11-22-04", "llama_l1b_tp2_run2": "2026-11-22-05",
+                   "llama_l1b_tp4": "2026-11-22-05", "llama_l1b_fsdp2_tp2": "2026-11-22-05"}
+"""data/h200/e2e/timelines/ (outside runs/) holds three leases' runs; which lease took which (its meta.json)."""
 
 Observation = tuple[str, str, float]
 """(configuration, lease, log of a run's median ms)."""
 
 
-def lease_of(call: str) -> str:
-    """The device call, hence the lease, a run's tag names (`call8r1tp4` -> `call8`)."""
-    found = re.match(r"call\d+", call)
-    if not found:
-        raise ValueError(f"run tag {call!r} names no device call")
-    return found.group(0)
+def lease_of(run: str) -> str:
+    """The lease a run names (`2026-11-22-05/r1tp4` -> `2026-11-22-05`)."""
+    lease = run.split("/")[0]
+    if not LEASE.fullmatch(lease):
+        raise ValueError(f"run {run!r} names no lease (<date>-<NN>)")
+    return lease
 
 
 def lease_of_path(path: str) -> str | None:
-    """The lease a file under data/h200/ was measured on (`call27/timeline/...` -> `call27`), None if unknown."""
-    parts = Path(os.path.relpath(path, REPO / "data" / "h200")).parts
-    if parts[0] == "timeline":
-        return SESSION5_TIMELINES.get(parts[1])
-    return lease_of(parts[0]) if re.fullmatch(r"call\d+", parts[0]) else None
+    """The lease a file under data/h200/ was measured on (`.../runs/2026-11-22-24/...` -> `2026-11-22-24`), None if
+    unknown."""
+    parts = Path(os.path.relpath(path, DATA)).parts
+    for folder, lease in zip(parts, parts[1:]):
+        if folder == "runs" and LEASE.fullmatch(lease):
+            return lease
+    if parts[:2] == ("e2e", "timelines") and len(parts) > 2:
+        return FIRST_TIMELINES.get(parts[2])
+    return None
 
 
 def observations(configs: list[dict], rows: tuple[str, ...] = HOST_BOUND) -> list[Observation]:
     """Every ground-truth run of the given configurations."""
-    return [(c["name"], lease_of(run["call"]), math.log(run["median_ms"]))
+    return [(c["name"], lease_of(run["run"]), math.log(run["median_ms"]))
             for c in configs if c["name"] in rows for run in c["measured"]["runs"]]
 
 
@@ -90,7 +99,7 @@ def fit(obs: list[Observation]) -> tuple[dict[str, float], dict[str, float], flo
 
 @functools.cache
 def lease_index() -> dict[str, float]:
-    """The frozen lease indices (data/h200/lease_index.json): the fits' divisor for each lease."""
+    """The frozen lease indices (data/h200/host/leases/lease_index.json): the fits' divisor for each lease."""
     return json.loads(INDEX.read_text())["index"]
 
 
@@ -99,24 +108,20 @@ def average_lease_scale(lease: str) -> float:
     return 1 / lease_index()[lease]
 
 
-def by_call_number(lease: str) -> int:
-    return int(lease[4:])
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rows", type=Path, help="predictions (benchmarks/accuracy.py --json): the model's error too")
+    p.add_argument("--rows", type=Path, help="predictions (benchmarks/e2e/accuracy.py --json): the model's error too")
     p.add_argument("--write", action="store_true", help=f"freeze the indices in {INDEX.relative_to(REPO)}")
     a = p.parse_args()
     configs = json.loads(CONFIGS.read_text())["configs"]
     obs = observations(configs)
     terms, effects, spread = fit(obs)
-    leases = sorted(effects, key=by_call_number)
+    leases = sorted(effects)
     print(f"{len(obs)} runs of {len(terms)} configurations on {len(leases)} leases; residual sd {100 * spread:.1f} %\n")
-    print(f"{'lease':8s} {'index':>6s}  configurations")
+    print(f"{'lease':13s} {'index':>6s}  configurations")
     for lease in leases:
         names = sorted({o[0] for o in obs if o[1] == lease})
-        print(f"{lease:8s} {math.exp(effects[lease]):6.3f}  {', '.join(names)}")
+        print(f"{lease:13s} {math.exp(effects[lease]):6.3f}  {', '.join(names)}")
     if a.rows:
         predicted = {r["name"]: math.log(r["step_ms"][1]) for r in json.loads(a.rows.read_text())}
         without = [fit([o for o in obs if o[1] != lease])[0] for lease in leases]
@@ -128,7 +133,7 @@ def main() -> None:
     if a.write:
         INDEX.write_text(json.dumps({
             "what": "Lease index: how much slower than the average lease each lease ran the host-bound ground-truth "
-                    "commands (benchmarks/h200/leases.py). The host model's fits divide what they measured on a "
+                    "commands (benchmarks/host/leases.py). The host model's fits divide what they measured on a "
                     "lease by its index.",
             "configurations": list(HOST_BOUND), "runs": len(obs), "residual_sd": round(spread, 4),
             "index": {lease: round(math.exp(effects[lease]), 4) for lease in leases}}, indent=1) + "\n")

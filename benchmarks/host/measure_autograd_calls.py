@@ -7,8 +7,8 @@ import os
 import torch
 import torch.nn as nn
 
-from measure_host import BF16, DEV, DRY, count_ops, sync, timeit
-from common import out_dir
+from benchmarks.host.measure_calls import BF16, DEV, DRY, count_ops, sync, timeit
+from benchmarks.common.encode import out_dir
 
 
 def main():

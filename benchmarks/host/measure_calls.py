@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from common import Recorder, out_dir
+from benchmarks.common.encode import Recorder, out_dir
 
 DRY = os.environ.get("PH_DRY") == "1"
 DEV = "cpu" if DRY else "cuda"

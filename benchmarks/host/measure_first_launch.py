@@ -10,7 +10,7 @@ every row count in a range once under the profiler instead and records which ker
 GEMM, so a stall can be matched with the first launch of a kernel. Run it with CUDA_MODULE_LOADING=EAGER as well:
 if the stalls are lazy module loading, they move to the process's start.
 
-    python3 measure_gemm_first_use.py --replay data/h200/call39/timeline/moe_ep4 --rank 0 --out r0.json
+    python3 measure_gemm_first_use.py --replay data/h200/e2e/timelines/runs/2026-11-22-35/moe_ep4 --rank 0 --out r0.json
     python3 measure_gemm_first_use.py --sweep 7700 8700 --out sweep.json
 """
 

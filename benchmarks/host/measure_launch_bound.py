@@ -13,8 +13,8 @@ under `torch.profiler` (CPU only): time inside top-level aten ops vs the rest.
 Runs unchanged under `phantora run` (profiler and call counts skipped there), so the simulated
 phases can be compared with the real ones:
 
-    python3 benchmarks/h200/measure_launch_bound.py                      # on the H200, writes $OUT/launch_bound.json
-    phantora run --gpu h200 -- python benchmarks/h200/measure_launch_bound.py --out /tmp/sim.json
+    python3 benchmarks/host/measure_launch_bound.py                      # on the H200, writes $OUT/launch_bound.json
+    phantora run --gpu h200 -- python benchmarks/host/measure_launch_bound.py --out /tmp/sim.json
 """
 
 from __future__ import annotations
@@ -195,10 +195,10 @@ VARIANTS = {
     "llama_noamp": (llama_setup, {}, False),
     "llama_L1": (llama_setup, {"n_layers": 1}, True),
     "llama_L12": (llama_setup, {"n_layers": 12}, True),
-    # the host-bound llama of data/h200/call3/phases.json (the benchmark's op sequence, tiny shapes)
+    # the host-bound llama of data/h200/host/phases/phases.json (the benchmark's op sequence, tiny shapes)
     "llama_phases28": (llama_setup, {"dim": 384, "n_layers": 28, "n_heads": 24, "n_kv_heads": 8, "ffn_dim": 512,
                                      "vocab": 1024, "seq": 64, "batch": 1}, True),
-    # the other two of data/h200/call3/phases.json (not measured in call 4; kept to simulate them)
+    # the other two of data/h200/host/phases/phases.json (not measured in call 4; kept to simulate them)
     "llama_phases16": (llama_setup, {"dim": 256, "n_layers": 16, "n_heads": 16, "n_kv_heads": 8, "ffn_dim": 512,
                                      "vocab": 1024, "seq": 64, "batch": 1}, True),
     "llama_phases8": (llama_setup, {"dim": 384, "n_layers": 8, "n_heads": 24, "n_kv_heads": 8, "ffn_dim": 512,

@@ -15,8 +15,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import Recorder, out_dir
-from measure_llama import DEV, DRY, load_workload, sync
+from benchmarks.common.encode import Recorder, out_dir
+from benchmarks.kernels.measure_in_step import DEV, DRY, load_workload, sync
 
 
 def run(dims, steps=12):

@@ -4,7 +4,7 @@ Writes an ops file of the MoE's forward expert GEMM (bf16 [m, 2048] x [2048, 409
 `phantora profile` on it (the profiler timer), and prints, per m, the kernels the new database entry names beside
 the shipped table's kernel (src/phantora/data/h200/gemm_kernels.json, from call 45's sweep).
 
-    PYTHONPATH=src python3 benchmarks/h200/check_profile_kernels.py OUT_DIR
+    PYTHONPATH=src python3 benchmarks/kernels/check_profile.py OUT_DIR
 """
 
 from __future__ import annotations

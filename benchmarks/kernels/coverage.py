@@ -1,16 +1,16 @@
 """Record the op signatures of every accuracy-benchmark configuration, and say how much of each is
 covered by the shipped H200 kernel database.
 
-Each configuration of `benchmarks/accuracy_configs.json` is simulated briefly (4 steps where every step
+Each configuration of `benchmarks/e2e/configs.json` is simulated briefly (4 steps where every step
 runs the same shapes) and its `ops.jsonl` is kept in OUT/ops/NAME.jsonl. `phantora profile OUT/ops --only-missing` on an H200 then
 measures what the database lacks (benchmarks/h200/call18.sh). The table printed at the end gives, per
 configuration, its signatures and the share of its simulated kernel time (calls x estimate) that each
 cost source (measured database, analytic model, generic estimate) provides.
 
-    python benchmarks/coverage_ops.py --out data/h200/coverage        # all configurations
-    python benchmarks/coverage_ops.py --out /tmp/cov --only moe_ep4   # some
-    python benchmarks/coverage_ops.py --out data/h200/coverage --table-only
-    python benchmarks/coverage_ops.py --out data/h200/coverage --table-only --measured data/h200/call18/coverage_kernels.jsonl
+    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage        # all configurations
+    python benchmarks/kernels/coverage.py --out /tmp/cov --only moe_ep4   # some
+    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage --table-only
+    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage --table-only --measured data/h200/call18/coverage_kernels.jsonl
 
 With `--measured DB`, the ops that the simulations costed with the analytic model and DB has measured
 since are an out-of-sample test of that model: per kernel class, the estimate recorded in the ops files
@@ -28,11 +28,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import accuracy  # noqa: E402
+from benchmarks.e2e import accuracy
 
-from phantora.models.compute import Calibration, KernelDatabase, classify  # noqa: E402
-from phantora.profiler.oplog import merge_ops, read_ops  # noqa: E402
+from phantora.models.compute import Calibration, KernelDatabase, classify
+from phantora.profiler.oplog import merge_ops, read_ops
 
 SHORT_STEPS = 4
 """Steps simulated for a configuration of fixed shapes: the scripts report the median of the steps

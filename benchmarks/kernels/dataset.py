@@ -1,11 +1,11 @@
-"""Load the raw H200 measurements (data/h200/**/{llama,micro}_ops*.jsonl.gz) as observations.
+"""Load the raw kernel measurements (data/<gpu>/kernels/{micro,in_step}/*/*_ops*.jsonl.gz) as observations.
 
 One observation = one distinct op signature in one setting ("llama_step", "micro_cold",
 "micro_hot"): the decoded `OpCall`, the median over repetitions of the op's summed kernel time,
 its kernel count and the kernel names. Used by fit_compute_model.py and compute_model_error.py.
 
-`in_step_observations` adds the accuracy benchmark's own ops (data/h200/coverage/ops/, measured by
-`phantora profile` with the L2 evicted and warm, call 19), converted to the time they take inside a
+`in_step_observations` adds the accuracy benchmark's own ops (data/h200/e2e/coverage/ops/, measured by
+`phantora profile` with the L2 evicted and warm: data/h200/kernels/micro/coverage_all/), converted to the time they take inside a
 training step (Note [Microbenchmark to step]).
 """
 
@@ -22,11 +22,17 @@ from phantora.models.compute import KernelDatabase, classify, opcall_from_record
 from phantora.models.ops import OpCall
 from phantora.profiler.oplog import decode_op, read_ops
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data" / "h200"
-BENCHMARK_OPS = DATA / "coverage" / "ops"
-BENCHMARK_COLD = DATA / "call19" / "all_cold.jsonl"
-BENCHMARK_WARM = DATA / "call19" / "all_hot.jsonl"
+from benchmarks.common.paths import data_dir
+
+GPU = "h200"
+"""The GPU whose kernels are measured; another GPU's fit needs its own data/<gpu>/kernels/ first."""
+KERNELS = data_dir(GPU, "kernels")
+RAW_GLOBS = ("micro/*/*_ops*.jsonl.gz", "in_step/*/*_ops*.jsonl.gz")
+"""Microbenchmark sweeps (measure_micro.py) and ops inside real training steps (measure_in_step.py)."""
+IN_STEP_GLOB = "in_step/*/*_ops.jsonl.gz"
+BENCHMARK_OPS = data_dir(GPU, "e2e", "coverage", "ops")
+BENCHMARK_COLD = KERNELS / "micro" / "coverage_all" / "all_cold.jsonl"
+BENCHMARK_WARM = KERNELS / "micro" / "coverage_all" / "all_hot.jsonl"
 SIZE_CLASS_BOUNDS_NS = (20_000, 100_000, 1_000_000)
 MIN_PAIRS = 5
 
@@ -50,8 +56,9 @@ def _origin(ctx: str) -> str:
 
 
 def raw_files(exclude: tuple[str, ...] = ()) -> list[Path]:
-    """Every raw op file under data/h200, minus those whose name starts with one of `exclude`."""
-    return [p for p in sorted(DATA.glob("call*/*_ops*.jsonl.gz")) if not p.name.startswith(exclude)]
+    """Every raw op file under data/<gpu>/kernels, minus those whose name starts with one of `exclude`."""
+    found = sorted(p for pattern in RAW_GLOBS for p in KERNELS.glob(pattern))
+    return [p for p in found if not p.name.startswith(exclude)]
 
 
 def load_observations(files: list[Path] | None = None) -> list[Obs]:
@@ -85,7 +92,7 @@ def load_observations(files: list[Path] | None = None) -> list[Obs]:
 # with the L2 warm it is too fast (-14 %); the geometric mean of the two sits at the step's median.
 # Large GEMMs run back to back by themselves hold the GPU at its power limit and a lower clock
 # (about +12 % at >= 1 ms), while in a step they alternate with memory-bound kernels. The 226 ops
-# measured both inside real steps (`llama_step`) and by `phantora profile` (call 19) give one factor
+# measured both inside real steps (`llama_step`) and by `phantora profile` (micro/coverage_all) give one factor
 # step / sqrt(cold * warm) per kernel group and size class (the median over its pairs; the size
 # class's over all groups where a group has fewer than MIN_PAIRS pairs). Ops measured only by the
 # microbenchmark are entered at sqrt(cold * warm) times their factor, as origin "micro_in_step".

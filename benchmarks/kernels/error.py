@@ -1,11 +1,11 @@
 """Leave-some-out error of the analytic compute model against the H200 measurements.
 
-    python benchmarks/compute_model_error.py [--folds 5]
+    python benchmarks/kernels/error.py [--folds 5]
 
 Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
 in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its
 signature. For each fold the analytic model is refitted on the other folds
-(benchmarks/h200/fit_compute_model.py) and predicts the held-out ops; the kernel time it predicts
+(benchmarks/kernels/fit.py) and predicts the held-out ops; the kernel time it predicts
 (without the inter-kernel gap) is compared with the measured one. Prints, per kernel class and
 measurement setting: the number of signatures, the median and 90th-percentile absolute relative
 error, and the time-weighted error |sum(pred) - sum(meas)| / sum(meas). Then the whole llama
@@ -21,19 +21,16 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "h200"))
+import gzip
+import json
 
-import gzip  # noqa: E402
-import json  # noqa: E402
+from benchmarks.kernels.dataset import IN_STEP_GLOB, KERNELS, in_step_observations, load_observations, raw_files
+from benchmarks.kernels.fit import build_database, fit_calibration, model_for
 
-from dataset import DATA, in_step_observations, load_observations, raw_files  # noqa: E402
-from fit_compute_model import build_database, fit_calibration, model_for  # noqa: E402
-
-from phantora.models.compute import (  # noqa: E402
+from phantora.models.compute import (
     Calibration, ComputeModel, KernelDatabase, classify, opcall_from_record, signature,
 )
-from phantora.specs import get_gpu_spec  # noqa: E402
+from phantora.specs import get_gpu_spec
 
 
 def fold_of(sig: str, k: int) -> int:
@@ -77,9 +74,7 @@ def main() -> None:
     pred_by_sig = {signature(o.op): preds[i] for i, o in enumerate(obs)}
     full = ComputeModel(gpu)  # packaged database + calibration (all data)
     print("\nWhole steps (sum over every kernel-launching op of one profiled step; kernel time, no gaps):")
-    for path in sorted(DATA.glob("call*/*_ops.jsonl.gz")):
-        if path.name.startswith("micro"):
-            continue
+    for path in sorted(KERNELS.glob(IN_STEP_GLOB)):
         step_report(path, "database (all data)", full, None)
         step_report(path, "analytic, held-out folds", full, pred_by_sig)
     # a workload none of whose measurements were used: fit database + calibration without it (raw
@@ -90,7 +85,7 @@ def main() -> None:
         cal = fit_calibration(rest)
         db = build_database(rest)
         model = ComputeModel(gpu, db, Calibration.from_dict(cal))
-        for path in sorted(DATA.glob(f"call*/{held}_ops.jsonl.gz")):
+        for path in sorted(KERNELS.glob(f"in_step/*/{held}_ops.jsonl.gz")):
             step_report(path, f"held-out workload, db+fit without {held}", model, None)
             step_report(path, f"held-out workload, analytic only", model, None, analytic=True)
 

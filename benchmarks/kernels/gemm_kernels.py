@@ -1,18 +1,20 @@
 """Build the H200's table of cuBLAS kernel choices for the MoE's expert GEMMs and fit what a first launch costs.
 
-Table (models/gemm_kernels.py, Note [First launch of a cuBLAS kernel]): call 45 ran every row count m from
-7600 to 8800 through moe_a2a.py's expert FFN, forward and backward, and recorded each `aten.mm`'s inputs and
-the kernel it launched (`measure_gemm_first_use.py --sweep`). Per family (the inputs with m free) the kernel is
-stored as runs over m. With --write it goes to src/phantora/data/h200/gemm_kernels.json.
+Table (models/gemm_kernels.py, Note [First launch of a cuBLAS kernel]): data/h200/kernels/gemm_kernels/ holds
+every row count m from 7600 to 8800 through moe_a2a.py's expert FFN, forward and backward, with each `aten.mm`'s
+inputs and the kernel it launched (`benchmarks/host/measure_first_launch.py --sweep`). Per family (the inputs with
+m free) the kernel is stored as runs over m. With --write it goes to src/phantora/specs/<gpu>/gemm_kernels.json.
 
-Fit: calls 44 and 45 replayed the row counts that each rank's experts got in call 39's timeline, in fresh
-processes, twice (the second pass has seen every problem and kernel). A call's first-pass host time less its
+Fit: data/h200/host/first_launch/ replayed the row counts that each rank's experts got in moe_ep4's timeline
+(data/h200/e2e/timelines/runs/2026-11-22-35/moe_ep4), in fresh processes, twice (the second pass has seen every
+problem and kernel). A call's first-pass host time less its
 second-pass time is regressed on the kernels it launched for the first time in the process (by the table) and
 on the GEMM problems it ran for the first time: the costs of a first kernel launch and of a new problem's
 algorithm selection. Both leases' probes were uncontended, so the costs are scaled to the mean host by the
-contention model's mean factor. Printed beside `gemm_kernel_load_ns` and `gemm_select_ns` in models/host.py.
+contention model's mean factor. With --write, `gemm_kernel_load_ns` and `gemm_select_ns` go to
+src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py).
 
-    python benchmarks/h200/build_gemm_kernels.py [--write]
+    python -m benchmarks.kernels.gemm_kernels [--write] [--specs DIR]
 """
 
 from __future__ import annotations
@@ -25,18 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import SPECS, data_dir, relative
+from phantora.models.gemm_kernels import FORMAT, FREE, GemmKernelTable
+from phantora.models.host import H200_HOST
+from phantora.models.host_contention import H200_VM
 
-from phantora.models.gemm_kernels import FORMAT, FREE, GemmKernelTable  # noqa: E402
-from phantora.models.host import H200_HOST  # noqa: E402
-from phantora.models.host_contention import H200_VM  # noqa: E402
-
-DATA = ROOT / "data" / "h200"
-SWEEP = DATA / "call45" / "sweep.json.gz"
-REPLAYS = [DATA / "call44" / "replay_lazy_r0.json", DATA / "call44" / "replay_lazy_r2.json",
-           DATA / "call45" / "replay_lazy_r1.json", DATA / "call45" / "replay_lazy_r3.json"]
-OUT = ROOT / "src" / "phantora" / "data" / "h200" / "gemm_kernels.json"
+GPU = "h200"
+SWEEP = data_dir(GPU, "kernels", "gemm_kernels", "sweep.json.gz")
+FIRST_LAUNCH = data_dir(GPU, "host", "first_launch")
+REPLAYS = [FIRST_LAUNCH / f"replay_lazy_r{rank}.json" for rank in range(4)]
+TABLE = "gemm_kernels.json"
+"""The table's file in src/phantora/specs/<gpu>/."""
 OP = "aten.mm"
 
 
@@ -69,7 +71,7 @@ def build_table(sweep: dict) -> dict:
         runs = [[m, index[by_m[m]]] for i, m in enumerate(sizes) if i == 0 or by_m[m] != by_m[sizes[i - 1]]]
         out.append({"op": OP, "inputs": json.loads(key), "sizes": [sizes[0], sizes[-1]], "runs": runs})
     return {"format": FORMAT, "version": 1, "gpu": "h200",
-            "measured": f"data/h200/call45/sweep.json.gz: benchmarks/h200/measure_gemm_first_use.py --sweep "
+            "measured": f"{relative(SWEEP)}: benchmarks/host/measure_first_launch.py --sweep "
                         f"{sweep['sweep'][0]} {sweep['sweep'][1]} (torch 2.11.0+cu130, one H200)",
             "kernels": names, "families": out}
 
@@ -117,9 +119,16 @@ def fit(rows: list[tuple[str, int, int, float]]) -> tuple[float, float]:
     return float(per_kernel), float(per_problem)
 
 
+def round_to(ns: float, step: int) -> int:
+    """`ns` to a multiple of `step`: the fit's spread over the replays is wider than that."""
+    return int(round(ns / step) * step)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    p.add_argument("--write", action="store_true",
+                   help=f"write specs/{GPU}/{TABLE} and the first-launch constants in specs/{GPU}/host.json")
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
     sweep = json.loads(gzip.decompress(SWEEP.read_bytes()))
     data = build_table(sweep)
@@ -143,8 +152,14 @@ def main() -> None:
           f"(gemm_kernel_load_ns now {H200_HOST.gemm_kernel_load_ns / 1e3:.0f}), a new problem "
           f"{per_problem * scale:.0f} µs (gemm_select_ns {H200_HOST.gemm_select_ns / 1e3:.0f})")
     if args.write:
-        OUT.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-        print(f"wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+        out = args.specs / GPU / TABLE
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+        print(f"wrote {out} ({out.stat().st_size} bytes)")
+        source = f"benchmarks/kernels/gemm_kernels.py on {relative(FIRST_LAUNCH)} and {relative(SWEEP)}"
+        constants = {"gemm_kernel_load_ns": round_to(per_kernel * scale * 1e3, 100_000),
+                     "gemm_select_ns": round_to(per_problem * scale * 1e3, 10_000)}
+        print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import Recorder, attach_kernels, new_profile, out_dir, write_jsonl_gz
+from benchmarks.common.encode import Recorder, attach_kernels, new_profile, out_dir, write_jsonl_gz
 
 DRY = os.environ.get("PH_DRY") == "1"
 DEV = "cpu" if DRY else "cuda"

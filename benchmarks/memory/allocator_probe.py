@@ -2,7 +2,7 @@
 
 Run on a machine with one CUDA GPU:
 
-    python benchmarks/h200/allocator_probe.py --out data/h200/allocator_probe.json
+    python benchmarks/memory/allocator_probe.py --out data/h200/memory/allocator_probe.json
 
 Each scenario runs in a fresh subprocess (fresh allocator state, its own
 PYTORCH_CUDA_ALLOC_CONF). A scenario is a list of operations (malloc, free,

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from common import out_dir
+from benchmarks.common.encode import out_dir
 
 
 def reading(label):

@@ -1,6 +1,6 @@
 """Fit the H200 power model (src/phantora/models/power.py) from call 21's NVML samples.
 
-    python benchmarks/h200/fit_power_model.py [--step NAME=TRACE.json ...]
+    python benchmarks/power/fit.py [--step NAME=TRACE.json ...]
 
 From `data/h200/call21/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
 - `idle_w`: the power between runs (clocks up, nothing running);
@@ -28,10 +28,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from compare_step import last_step_kernels  # noqa: E402
-from phantora.models.power import H200_POWER, PowerCap  # noqa: E402
+from benchmarks.e2e.compare_step import last_step_kernels
+from phantora.models.power import H200_POWER, PowerCap
 
 DATA = REPO / "data/h200/call21"
 GEMM_FLOPS = 2 * 8192**3
@@ -90,9 +89,9 @@ def measured_step_power(name: str, gpu: int = 0) -> float:
 
 
 def measured_step_ms(name: str) -> float:
-    """The configuration's median step in our own runs (benchmarks/accuracy_configs.json), also for a dev-set
+    """The configuration's median step in our own runs (benchmarks/e2e/configs.json), also for a dev-set
     configuration, whose reference (accuracy.measured) is the dev set's: the NVML samples are from our runs."""
-    configs = json.loads((REPO / "benchmarks/accuracy_configs.json").read_text())["configs"]
+    configs = json.loads((REPO / "benchmarks/e2e/configs.json").read_text())["configs"]
     config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
     measured = config.get("measured") or config["remeasured"]
     return measured["step_ms"]["median"]

@@ -1,8 +1,8 @@
 """Scale benchmark (issue 3): simulator wall time per simulated step and peak host memory vs ranks.
 
-    python benchmarks/scale.py                              # FSDP2 Llama, 2, 8 and 32 ranks
-    python benchmarks/scale.py --ranks 2,8 --parallel ddp --steps 8 --name ddp
-    python benchmarks/scale.py --diff-steps 4               # also cross-check the per-step time
+    python benchmarks/simulator/scale.py                              # FSDP2 Llama, 2, 8 and 32 ranks
+    python benchmarks/simulator/scale.py --ranks 2,8 --parallel ddp --steps 8 --name ddp
+    python benchmarks/simulator/scale.py --diff-steps 4               # also cross-check the per-step time
 
 Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu h200` at each rank count
 (up to 8: one node of N; above: N/8 nodes of 8), one run at a time, and measures from outside:
@@ -31,8 +31,8 @@ Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu h200` 
 A baseline run, one rank with an empty script (`phantora run`), gives the fixed cost of a rank
 process (import, install, report) in wall time and memory.
 
-Writes the raw results to data/scale/<name>.json (default name: scale; the date is inside) and a
-plot to data/scale/<name>.png; prints a table.
+Writes the raw results to data/simulator/scale/<name>.json (default name: scale; the date is inside) and a
+plot to data/simulator/scale/<name>.png; prints a table.
 """
 
 from __future__ import annotations

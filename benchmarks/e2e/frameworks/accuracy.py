@@ -1,14 +1,14 @@
 """Framework accuracy: Phantora's predictions for the framework programs of examples/ against their real runs.
 
-For each configuration of benchmarks/frameworks/configs.json and each GPU model with a measured log of it,
+For each configuration of benchmarks/e2e/frameworks/configs.json and each GPU model with a measured log of it,
 data/frameworks/<gpu>/<name>.log, run the same program with the same arguments under Phantora on that GPU model
 (`phantora run` for one GPU, `phantora torchrun` for several) and print measured vs predicted step time (median
 after the first 3 steps) and peak memory, the error, and the simulator's own cost. Every row is held out: no
 model constant was fitted on these programs.
 
-    python benchmarks/frameworks/accuracy.py                  # every measured configuration
-    python benchmarks/frameworks/accuracy.py --gpu h200 --only hf_loop_llama1b --json rows.json
-    python benchmarks/frameworks/accuracy.py --rescore rows.json   # print a table from earlier rows
+    python benchmarks/e2e/frameworks/accuracy.py                  # every measured configuration
+    python benchmarks/e2e/frameworks/accuracy.py --gpu h200 --only hf_loop_llama1b --json rows.json
+    python benchmarks/e2e/frameworks/accuracy.py --rescore rows.json   # print a table from earlier rows
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 # Ground truth for the framework benchmark: run the configurations of configs.json (all, or those named) on the
 # real GPUs of this machine, each with a time limit, and keep each log as $OUT/<name>.log, beside gpus.csv (the
 # GPUs) and versions.txt. Copy them to data/frameworks/<gpu>/ for the GPU model they ran on. The machine needs
-# the frameworks: carry their wheels (benchmarks/frameworks/README.md).
-#     bash benchmarks/frameworks/groundtruth.sh [NAME ...]
+# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md).
+#     bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
 set -u
 out=${OUT:-/tmp/frameworks-out}
 mkdir -p "$out"
@@ -13,7 +13,7 @@ python3 -c "import torch, transformers, accelerate, lightning, deepspeed, megatr
 python3 - "$@" <<'PY' | while IFS=$'\t' read -r name command; do
 import json, shlex, sys
 only = set(sys.argv[1:])
-for c in json.load(open("benchmarks/frameworks/configs.json"))["configs"]:
+for c in json.load(open("benchmarks/e2e/frameworks/configs.json"))["configs"]:
     if only and c["name"] not in only:
         continue
     # one process on a machine of several GPUs sees one (the HF Trainer would take every visible GPU: DataParallel)

@@ -1,8 +1,8 @@
 """Compare the GPU runs' measurements with the shipped H200 database (run anywhere:
-`python data/h200/profile_check/compare.py > data/h200/profile_check/comparison.txt`).
+`python data/h200/kernels/profile_check/compare.py > data/h200/kernels/profile_check/comparison.txt`).
 
 Shipped entries for the llama ops are in-step measurements (origin llama_step); where the shipped
-microbenchmarks (data/h200/call1b/micro_ops.jsonl.gz, cold L2, same method as `phantora profile`)
+microbenchmarks (data/h200/kernels/micro/sweeps/micro_ops.jsonl.gz, cold L2, same method as `phantora profile`)
 measured the same signature, that is compared too. Ops the shipped database lacks are compared with
 the analytic model."""
 
@@ -25,7 +25,7 @@ ops = read_ops(HERE / "ops_llama3b_l2.jsonl").records
 analytic = ComputeModel(get_gpu_spec("h200"), KernelDatabase("h200"))
 
 micro: dict[str, list[int]] = {}
-with gzip.open(ROOT / "data/h200/call1b/micro_ops.jsonl.gz", "rt") as f:
+with gzip.open(ROOT / "data/h200/kernels/micro/sweeps/micro_ops.jsonl.gz", "rt") as f:
     f.readline()
     for line in f:
         r = json.loads(line)

@@ -4,7 +4,7 @@
 # and of examples/nanogpt_train.py (ops_nanogpt.jsonl). Outputs: kernel databases, reports, logs.
 set -u
 export PYTHONPATH=src
-D=data/h200/profile_check
+D=data/h200/kernels/profile_check
 {
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))"

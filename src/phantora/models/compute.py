@@ -8,7 +8,7 @@ Sources, in order (see docs/compute-model.md):
    kernel). A second, looser key drops strides (keeps only "contiguous or not") and is tried next.
 2. **Calibrated analytic model** per kernel class: roofline terms with efficiencies fitted to H200
    measurements (`phantora/data/h200/calibration.json`, produced by
-   `benchmarks/h200/fit_compute_model.py`). Other GPUs reuse the H200 efficiencies with their own
+   `benchmarks/kernels/fit.py`). Other GPUs reuse the H200 efficiencies with their own
    peak FLOP/s, HBM bandwidth and SM count.
 3. **Generic** memory-bound estimate (bytes read + written at the calibrated "generic" bandwidth)
    for ops with no specific model; `source="generic"` so the runtime can count and list them.
@@ -239,7 +239,7 @@ def loose_signature(op: OpCall) -> str:
 
 
 def _dec(v: Any) -> Any:
-    """Decode the JSON encoding written by benchmarks/h200/common.py back into OpCall values."""
+    """Decode the JSON encoding written by benchmarks/common/encode.py back into OpCall values."""
     if isinstance(v, list):
         return tuple(_dec(x) for x in v)
     if isinstance(v, dict):
@@ -286,7 +286,7 @@ class DbEntry:
     """How many measurements the median is over."""
     origin: str
     """Where measured: "llama_step" (inside a real training step), "micro_cold", "micro_hot", or
-    "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/h200/dataset.py)."""
+    "micro_in_step" (both microbenchmarks, converted to the step's time: benchmarks/kernels/dataset.py)."""
     op: str = ""
     kernels: tuple[str, ...] = ()
     """Names of the kernels the op launched, where the measurement saw them (`phantora profile`'s profiler

@@ -12,7 +12,7 @@ the stalls exactly where the table below says a kernel is launched for the first
 
 Which kernel cuBLAS picks is its heuristics' business, so it is not modelled: it is measured. A table holds,
 per GEMM family (the op, its inputs' shapes with one size free, strides and dtypes), the kernel for each
-value of the free size in a measured range (benchmarks/h200/build_gemm_kernels.py from
+value of the free size in a measured range (benchmarks/kernels/gemm_kernels.py from
 `measure_gemm_first_use.py --sweep`). It covers the expert GEMMs of the MoE workload, whose shapes change in
 steady state. Elsewhere a kernel database entry of the exact op can name its kernels: `phantora profile` and
 on-the-fly profiling record them (`DbEntry.kernels`). A problem known to neither pays no first launch.

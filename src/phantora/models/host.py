@@ -11,7 +11,7 @@ Python 3.12 — see docs/compute-model.md, "Host model"):
 - every intercepted op: C++ dispatch + launch (`launch_ns`, `alloc_output_ns`, the gemm / attention
   / foreach / fused terms), views and allocations (`view_ns`, `alloc_ns`), syncs and `.item()`.
   These come from microbenchmarks: N back-to-back calls on tiny tensors with no synchronisation
-  (benchmarks/h200/measure_host.py, data/h200/call1/host.json).
+  (benchmarks/host/measure_calls.py, data/h200/host/calls/ops/host.json).
 - a kernel op issued from Python (not by the autograd engine): `framework_ns` — Python binding,
   autograd graph recording, autocast, the user's statements around it;
 - an `nn.Module` call: `module_call_ns` — `Module.__call__` and the Python of its `forward`;
@@ -24,11 +24,11 @@ Python 3.12 — see docs/compute-model.md, "Host model"):
 
 The context terms were fitted on real launch-bound steps on the H200 machine, phase by phase
 (forward, backward, clip, optimizer, zero_grad, data), for two model families at 1 to 28 layers
-with and without autocast and fused/foreach AdamW (benchmarks/h200/measure_launch_bound.py,
-data/h200/call4/launch_bound.json; fit: benchmarks/h200/fit_host_model.py). Host time measured on
+with and without autocast and fused/foreach AdamW (benchmarks/host/measure_launch_bound.py,
+data/h200/host/launch_bound/launch_bound.json; fit: benchmarks/host/fit_context.py). Host time measured on
 these VMs varied by ±20% between steps, and by up to 1.6x between leases for the same steps. The fits
 divide what they measured on a lease by that lease's index (how much slower than the average lease it ran
-the host-bound ground-truth commands, benchmarks/h200/leases.py; call 4: 1.093), so the constants stand for
+the host-bound ground-truth commands, benchmarks/host/leases.py; call 4: 1.093), so the constants stand for
 the average lease. The per-op microbenchmarks (`launch_ns`, ...: call 1) are taken as measured.
 Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
 the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC pauses.
@@ -44,7 +44,7 @@ from phantora.models.ops import OpCall, TensorMeta
 
 
 LIBRARY_CALL_NS: dict[str, int] = {
-    # FSDP2 (the 1.5B llama on 2 and 4 GPUs at the average lease: benchmarks/h200/fit_fsdp_calls.py)
+    # FSDP2 (the 1.5B llama on 2 and 4 GPUs at the average lease: benchmarks/host/fit_fsdp.py)
     "FSDPState._pre_forward": 228_000,
     "FSDPState._post_forward": 139_500,
     "FSDPState._root_post_backward_final_callback": 332_100,
@@ -64,9 +64,9 @@ LIBRARY_CALL_NS: dict[str, int] = {
 """Host time per call of FSDP2's hooks and DTensor's Python entry points beyond the ops they issue and
 what the rest of this model charges inside them: the mean exclusive host time of each call in real
 steps on the H200 machine minus the same in Phantora's simulation of those steps (torch 2.11 on the
-GPU machine; benchmarks/h200/profile_steps.py --host-calls, data/h200/host_calls/, compared with
-benchmarks/compare_host_calls.py). FSDP2's were fitted again in session 16 at the average lease
-(benchmarks/h200/fit_fsdp_calls.py): calls 41 and 43 (data/h200/call4{1,3}/host_calls: the ground-truth command of
+GPU machine; benchmarks/e2e/profile_steps.py --host-calls, data/h200/host/calls/library/, compared with
+benchmarks/host/compare_calls.py). FSDP2's were fitted again in session 16 at the average lease
+(benchmarks/host/fit_fsdp.py): calls 41 and 43 (data/h200/call4{1,3}/host_calls: the ground-truth command of
 llama_l1b_fsdp2 and batch-1 runs with one and four micro-steps), two leases whose speed their ground-truth runs give
 (0.87 and 1.07 of the average), pooled with session 4's runs on 2 and 4 GPUs and call 36's, whose leases' speeds
 (0.93, 1.08) come from the same commands' calls on calls 41 and 43. `post_backward` takes ~0.7x as long on 4 ranks
@@ -79,7 +79,7 @@ ACCUMULATING_CALL_NS: dict[str, int] = {
 """The same, for a backward that keeps its gradients (gradient accumulation with FSDP2's
 `set_requires_gradient_sync(False)`): post_backward only accumulates them and reshards, the final callback has
 no reduce-scatter to wait for. LIBRARY_CALL_NS's values are the reducing path's. Fitted with them (calls 36, 41
-and 43's batch-1 runs with 4 micro-steps, benchmarks/h200/fit_fsdp_calls.py); session 14 had fitted 103 and 141
+and 43's batch-1 runs with 4 micro-steps, benchmarks/host/fit_fsdp.py); session 14 had fitted 103 and 141
 µs on call 36 alone, taking that lease's speed from the same calls' reducing path."""
 
 
@@ -94,7 +94,7 @@ class HostConstants:
     framework_ns: int = 10_800
     """Per kernel op issued from Python (not by the backward engine): Python binding, autograd recording,
     autocast, the statements around it (launch-bound steps, data/h200/call4, at the average lease: call 4's
-    times over its lease index 1.093, benchmarks/h200/leases.py; 11.8 µs at call 4's speed; was 9000 from call 3)."""
+    times over its lease index 1.093, benchmarks/host/leases.py; 11.8 µs at call 4's speed; was 9000 from call 3)."""
     module_call_ns: int = 22_200
     """Per `nn.Module` call: `__call__` and the Python of its `forward` beyond its ops (fitted with
     `framework_ns` on forward phases; an identity module called in a hot loop takes 0.85 µs)."""
@@ -131,7 +131,7 @@ class HostConstants:
     has not run before, on top of `gemm_extra_ns`; cuBLAS caches its choice, so a problem pays once.
     Steps of fixed shapes pay it in their first step only; a mixture-of-experts layer, whose experts'
     row counts change from call to call, pays it on most expert GEMMs (Note [Simulated routing] in
-    runtime/routing.py). Measured (benchmarks/h200/measure_moe_host.py, data/h200/call11-13): a
+    runtime/routing.py). Measured (benchmarks/host/measure_moe.py, data/h200/call11-13): a
     bf16 [m, 256] x [256, 256] product of new m 218 µs more than of a repeated m on the host of the
     ground-truth runs (call 11, where `mm` takes 21 µs); on a host 1.8x as fast (calls 12, 13) the
     expert-sized products (k, n of 2048 and 4096, m or k ~4000: forward, input and weight gradient)
@@ -142,7 +142,7 @@ class HostConstants:
     Note [First launch of a cuBLAS kernel]: kernels the GPU's table or a profile of the op names). Calls 44-45:
     moe_a2a's expert FFNs replayed on one H200, first pass less second pass against first-launched kernels,
     3.0 ms forward and 3.9 ms backward on uncontended hosts, 4.3 ms pooled at the mean host
-    (benchmarks/h200/build_gemm_kernels.py)."""
+    (benchmarks/kernels/gemm_kernels.py)."""
     attention_extra_ns: int = 9500
     """SDPA backend kernels on top of launch_ns (flash/cuDNN fwd, small: 16 µs)."""
     foreach_base_ns: int = 6000
@@ -179,13 +179,13 @@ class HostConstants:
     all_to_all_extra_ns: int = 147_800
     """A functional all-to-all (`all_to_all_single[_autograd]`) beyond `functional_collective_ns`: its split
     sizes (the output's rows, the per-peer lists the process group turns into one send and one receive per
-    peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py,
+    peer) and its wait registration. Fitted in situ on moe_ep4's forward (benchmarks/host/fit_moe.py,
     calls 31 and 39 at the average lease: the counts', dispatch's and combine's all-to-alls took 290-345 µs
     against 133 charged, each with a ~32 µs timeline mark that the fit takes off); calls 12-13 and 28 timed it
     alone, back to back, at 89-250 µs."""
     index_extra_ns: int = 19_100
     """Advanced indexing by a tensor of indices (`x[idx]`, `index_add`, `index_put_`) on top of a plain op: the
-    indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/h200/
+    indices' checks and the restrided iterator. Fitted in situ on moe_ep4's token gather (benchmarks/
     fit_moe_host.py, calls 31 and 39: `x[token]` took 71 µs at the average lease against 21 charged, less its ~32 µs
     timeline mark; a profiled `aten::index` took 41 µs against ~18 for a one-kernel op: call 33)."""
     radix_sort_pass_ns: int = 20_000
@@ -196,12 +196,12 @@ class HostConstants:
     subclass_op_ns: int = 68_200
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the
-    local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host_calls): 62 ms of host
+    local tensors. Fitted on the forward phase of llama_l1b_tp2 (data/h200/host/calls/library): 62 ms of host
     time missing over 878 DTensor ops, less what LIBRARY_CALL_NS accounts for. Fitted again in session 14 like
     `subclass_backward_op_ns`, on the forward host time of the same timelines, with the ops on functional
-    collectives' results charged apart (benchmarks/h200/fit_subclass_ops.py: 61, 62 and 57 µs over ~1000
+    collectives' results charged apart (benchmarks/host/fit_dtensor.py: 61, 62 and 57 µs over ~1000
     DTensor ops per rank and step; 60 pooled, was 59). Session 15: the timelines at the average lease (each
-    over its lease's index, benchmarks/h200/leases.py; calls 8, 14, 15, 27 and 38): 72, 73 and 67 µs, 71
+    over its lease's index, benchmarks/host/leases.py; calls 8, 14, 15, 27 and 38): 72, 73 and 67 µs, 71
     pooled. Session 16, after FSDP2's calls were refitted (fsdp2_tp2 pays them too) and the indices moved with
     three more leases: 70, 71 and 63 µs, 68 pooled."""
     subclass_backward_op_ns: int = 48_700
@@ -209,7 +209,7 @@ class HostConstants:
     host time of tensor-parallel steps: the mean over every rank and step of llama_l1b_tp2, tp4 and
     fsdp2_tp2's timelines (370 in all, from four leases: calls 14, 15, 27 and session 5; the mean host, as
     the other constants) against the simulation of each with every rank at the mean host
-    (benchmarks/h200/fit_subclass_ops.py: 45, 46 and 38 µs; 43 pooled). Session 4 had fitted 59 µs on one
+    (benchmarks/host/fit_dtensor.py: 45, 46 and 38 µs; 43 pooled). Session 4 had fitted 59 µs on one
     run of tp2 whose backward alone was contended (171 ms against 109-121 on other leases); the forward's
     59 µs still fits (simulated forward 92-100 ms against 96-100 real). Session 15, at the average lease (see
     `subclass_op_ns`): 55, 54 and 45 µs, 51 pooled; session 16: 54, 53 and 40, 49 pooled."""
@@ -217,7 +217,7 @@ class HostConstants:
     """... and per subclass tensor beyond the first in its arguments: a foreach op over a list of DTensor
     parameters in `clip_grad_norm_` or the optimizer (2342 such tensors per step for a 147-parameter model).
     Fitted on the clip + optimizer host time of the tensor-parallel timelines at the average lease
-    (benchmarks/h200/fit_subclass_ops.py, session 15): tp2 23.4 ms, tp4 21.5, fsdp2_tp2 15.9, against 11.5 at
+    (benchmarks/host/fit_dtensor.py, session 15): tp2 23.4 ms, tp4 21.5, fsdp2_tp2 15.9, against 11.5 at
     2.3 µs; 7.4, 6.5 and 4.0 µs, 5.8 pooled. Session 16, with each foreach op's further kernel launches
     charged (`foreach_launch_ns`: 1.5B parameters take several): 6.3, 6.0 and 3.5 µs, 5.2 pooled. Session 4 had
     fitted 2.3 on llama_l1b_fsdp4's (one lease, call 7, whose index is unknown): FSDP2's one-dimensional,
@@ -226,7 +226,7 @@ class HostConstants:
     """Per op on a functional collective's result (`AsyncCollectiveTensor`) before it is waited for, beyond the
     op itself: its `__torch_dispatch__` in Python (the arguments and the outputs mapped through pytree, a
     `wait_tensor` on each argument not yet waited for, or for a view op a new wrapper per output). Fitted in
-    situ on moe_ep4's forward (benchmarks/h200/fit_moe_host.py, calls 31 and 39 at the average lease), each
+    situ on moe_ep4's forward (benchmarks/host/fit_moe.py, calls 31 and 39 at the average lease), each
     stretch less its ~32 µs timeline mark: each expert's cat of 4 chunks (4 waits) took 157 µs beyond the cat,
     the weighting's multiplication (1 wait) 195, so a wait costs next to nothing beside the Python around it
     (`wait_tensor` itself takes 1 µs in C++: call 33); the constant is their mean. `aten.view` skips it (the

@@ -3,7 +3,7 @@
 Note [Contended hosts]
 On the H200 machines the host model was measured on (VMs), a process's main thread runs at one of two
 speeds, and which one changes about every half second (data/h200/call14/README.md; fit:
-benchmarks/h200/fit_host_contention.py over 459 host-speed probes of real runs on four leases; 1548 probes on
+benchmarks/host/fit_contention.py over 459 host-speed probes of real runs on four leases; 1548 probes on
 nine leases give the same 0.53 and 1.48 in session 15):
 - about half the time (0.53; 0.28, 0.40, 0.72 and 0.85 on the four leases) its vCPU is contended below the
   guest, and the same host work takes 1.47x as long (a rank's forward host time in steps that were
@@ -12,7 +12,7 @@ nine leases give the same 0.53 and 1.48 in session 15):
   with probability 0.23 and enters it with 0.26, 223 ms apart) and is independent of the other ranks'.
 
 The host model's constants (models/host.py) were fitted on these hosts, at whatever contention their
-runs had, and taken to the average lease (benchmarks/h200/leases.py): they are the mean host's. A single
+runs had, and taken to the average lease (benchmarks/host/leases.py): they are the mean host's. A single
 process therefore keeps them. A job of N ranks does not:
 at each collective whose peers wait on host work (a tensor-parallel layer's all-reduce) every GPU waits
 for the slowest host, and the more ranks, the likelier one of them is contended (0.78 of the time for

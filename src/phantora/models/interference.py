@@ -12,12 +12,12 @@ run slower than alone. The model is two factors, applied by the coordinator and 
 - `nccl_slowdown`: while any member GPU of an NCCL operation runs compute, the operation's data
   moves this many times slower.
 
-Fitted on kernel-level profiles of real training steps on 4x H200 (`data/h200/step_profiles/`,
-`benchmarks/compare_step.py`): GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2)
+Fitted on kernel-level profiles of real training steps on 4x H200 (`data/h200/e2e/step_profiles/`,
+`benchmarks/e2e/compare_step.py`): GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2)
 and 1.50x (8B) their time in the same step when alone, GEMMs with no NCCL beside them 1.01x /
 1.03x what the compute model predicts; all-gathers in those steps took 1.6-2.4x and
 reduce-scatters 1.5-2.3x their alone time. Microbenchmarks of one GEMM or one elementwise kernel
-against one collective (`data/h200/overlap/`) slow less (compute 1.0-1.3x, collectives 1.2-2.5x,
+against one collective (`data/h200/collectives/overlap/`) slow less (compute 1.0-1.3x, collectives 1.2-2.5x,
 more beside long GEMMs): a training step overlaps a long run of mixed kernels, not one.
 """
 
@@ -63,10 +63,10 @@ H200_SHARING = GpuSharing(kernel_gap_ns=1500, by_op=(("all_reduce", 1.23, 1.42),
 """Fitted on H200 training steps (2026-11-21/22); used for every GPU until others are measured. The
 default pair is FSDP2's all-gathers and reduce-scatters; DDP's all-reduces slow compute and are slowed
 less: with 1.45 / 2.0 the 4-GPU DDP step's compute was 235.2 ms and its all-reduces 53.7 ms against
-226.9 and 39.8 real (rank 0's profile, data/h200/step_profiles/llama_l1b_ddp4), with 1.2 / 1.35
+226.9 and 39.8 real (rank 0's profile, data/h200/e2e/step_profiles/llama_l1b_ddp4), with 1.2 / 1.35
 225.6 and 38.2; 1.23 / 1.42 interpolates to the real pair. The
 kernel gap is fitted on the unprofiled layer timeline of the 1.5B Llama on one GPU (backward per
-layer 6.15 ms real, 6.01 ms simulated without it, 97 kernels; data/h200/timeline/); the profiles
+layer 6.15 ms real, 6.01 ms simulated without it, 97 kernels; data/h200/e2e/timelines/); the profiles
 put part of it in larger gaps than the compute model's minimum and part in kernels that run slower
 in a step than alone (docs/coordinator.md "Kernel gap")."""
 

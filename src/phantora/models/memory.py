@@ -73,7 +73,7 @@ PINNED_MAX_REGISTER_THREADS = 128
 
 CUDA_MALLOC_HEADROOM_BYTES = 2 * MiB
 """cudaMalloc fails unless this much device memory would stay free. Not from PyTorch: measured on
-an H200 (driver 580.159, CUDA 13.0, data/h200/allocator_probe.json scenario "capacity"): the
+an H200 (driver 580.159, CUDA 13.0, data/h200/memory/allocator_probe.json scenario "capacity"): the
 largest cudaMalloc that succeeds leaves 3.125 MiB free, one leaving 1.125 MiB fails."""
 
 _VA_LARGE_TOP = 1 << 47
@@ -90,7 +90,7 @@ _VA_ALIGN = 2 * MiB
 # usually lies below the older ones while 2 MiB segments fill gaps upwards, so the model hands
 # out large-pool addresses top-down and small-pool addresses bottom-up (the pools never share
 # blocks, so their relative placement does not matter). This reproduced every tie in
-# data/h200/allocator_probe.json. A tie never changes allocated or reserved bytes at the step
+# data/h200/memory/allocator_probe.json. A tie never changes allocated or reserved bytes at the step
 # it happens; it can change which segment becomes fully free later.
 
 OOM_DOCS_URL = "https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"

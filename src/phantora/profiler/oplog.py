@@ -14,7 +14,7 @@ one object per distinct database signature (`models.compute.signature`), sorted 
 rebuild it: a tensor is `{"T": [shape, dtype, stride, device]}` plus `"off": n` when its storage
 offset is not 0, a run of more than 4 equal items `{"rep": [n, item]}`, tuples are lists, and
 everything else is stored as the runtime saw it (ints, floats, bools, None, dtype names, device
-strings). This is the encoding of `benchmarks/h200/common.py`, so
+strings). This is the encoding of `benchmarks/common/encode.py`, so
 `models.compute.opcall_from_record` reads these records too. `calls` is summed over ranks;
 `source` and `est_ns` are what the cost model answered ("measured" = a database entry).
 
@@ -108,7 +108,7 @@ def _dec(v: Any) -> Any:
             n, item = v["rep"]
             d = _dec(item)
             return tuple(d for _ in range(n))
-        if "f" in v:  # benchmarks/h200/common.py's float encoding
+        if "f" in v:  # benchmarks/common/encode.py's float encoding
             return float(v["f"])
         if "dtype" in v:
             return v["dtype"]

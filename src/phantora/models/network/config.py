@@ -125,7 +125,7 @@ class FabricConfig:
 class NcclTuning:
     """NCCL cost-model constants: the structure follows NCCL's src/graph/tuning.cc (latency = base +
     steps x per-step latency; bandwidth = link bandwidth x protocol factor), the Simple-protocol values and
-    the launch overhead are fitted to H200 measurements by benchmarks/fit_network_model.py."""
+    the launch overhead are fitted to H200 measurements by benchmarks/collectives/fit.py."""
 
     algorithms: tuple[Algorithm, ...] = ALGORITHMS
     """Algorithms NCCL may pick (like NCCL_ALGO). Tree is only used for multi-node all_reduce."""
@@ -191,7 +191,7 @@ class NcclTuning:
 # tree busBw = 0.9 x the ring's.
 # The fitted values (launch overhead 31 µs, Simple's extra latency 39 µs folded into its base, NVLink
 # step latency x1.1, NVLink efficiency 0.87 = 392 GB/s, LL128 factor 0.92, all_to_all efficiency 0.86,
-# local copy 700 GB/s) come from benchmarks/fit_network_model.py on data/reference/nccl_{2,4}.jsonl
+# local copy 700 GB/s) come from benchmarks/collectives/fit.py on data/h200/collectives/nccl/nccl_{2,4}.jsonl
 # (H200 SXM, NCCL 2.28.9, NVLS off); rerun it to refresh them.
 H200_NCCL_TUNING = NcclTuning(
     launch_overhead_ns=_us(31.0),
@@ -211,7 +211,7 @@ H200_NCCL_TUNING = NcclTuning(
     sources={
         "latency tables": "NCCL src/graph/tuning.cc baseLat/hwLat (2.19-2.2x); see Note: [NCCL tuning defaults]",
         "launch_overhead_ns, simple base, nvlink step x1.1, nvlink_efficiency, ll128, all_to_all_efficiency, local_copy":
-            "fitted: benchmarks/fit_network_model.py on data/reference/nccl_{2,4}.jsonl (H200, NCCL 2.28.9)",
+            "fitted: benchmarks/collectives/fit.py on data/h200/collectives/nccl/nccl_{2,4}.jsonl (H200, NCCL 2.28.9)",
         "net_efficiency": "assumption, uncalibrated (no multi-node measurement yet): NCCL reaches ~90+% of "
             "IB line rate in nccl-tests; taken as 0.92 like NCCL's LL128 payload ratio",
     },
@@ -261,7 +261,7 @@ GPU_FAMILY_DEFAULTS: dict[str, GpuFamilyDefaults] = {
         nic_bandwidth_bytes_per_s=400 * _GBIT,
         nic_source="NVIDIA DGX H200 user guide: 8x ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
         nccl=H200_NCCL_TUNING,
-        nccl_source="fitted on 2 and 4 H200 SXM (data/reference/nccl_{2,4}.jsonl)",
+        nccl_source="fitted on 2 and 4 H200 SXM (data/h200/collectives/nccl/nccl_{2,4}.jsonl)",
     ),
     "b200": GpuFamilyDefaults(
         key="b200",

@@ -62,7 +62,7 @@ SIZE_CONVENTION = {
     "send_recv": "the message",
     "barrier": "ignored (one 4-byte element)",
 }
-"""What `size_bytes` means per op: nccl-tests' convention, the same as data/reference/nccl_*.jsonl."""
+"""What `size_bytes` means per op: nccl-tests' convention, the same as data/h200/collectives/nccl/nccl_*.jsonl."""
 
 BARRIER_BYTES = 4
 
