@@ -344,10 +344,10 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
 
 
 def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
-    """Every signature the 23 configurations run (data/h200/e2e/coverage/ops) is measured for the H200."""
+    """Every signature the 23 configurations run (data/h200/coverage/ops) is measured for the H200."""
     from phantora.profiler.oplog import read_ops
     db = KernelDatabase.packaged("h200")
-    sigs = {sig for path in (ROOT / "data/h200/e2e/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
+    sigs = {sig for path in (ROOT / "data/h200/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
     assert len(sigs) > 4000
     assert sorted(sigs - set(db.entries))[:3] == []
 
@@ -355,7 +355,7 @@ def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
 def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
     """Note [Microbenchmark to step]: step / sqrt(cold * warm), median per (group, size class) with five
     pairs or more, and per size class over all groups."""
-    ds = load_benchmark("benchmarks/kernels/dataset.py")
+    ds = load_benchmark("benchmarks/h200/dataset.py")
     step, cold, warm = {}, {}, {}
     for i, ratio in enumerate((0.8, 0.9, 1.0, 1.1, 1.2)):  # five GEMMs of 2 ms measured 1 ms cold, 4 warm
         step[f"g{i}"] = ("aten.mm.default", 2e6 * ratio)

@@ -114,7 +114,7 @@ def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_re
     import gzip
     import json
 
-    build = load_benchmark("benchmarks/kernels/gemm_kernels.py")
+    build = load_benchmark("benchmarks/h200/build_gemm_kernels.py")
     sweep = json.loads(gzip.decompress(build.SWEEP.read_bytes()))
     assert build.build_table(sweep) == json.loads(build.OUT.read_text())
     table = GemmKernelTable.packaged("h200")

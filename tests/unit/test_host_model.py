@@ -122,9 +122,9 @@ def test_python_call_costs():
 
 
 def test_fitted_constants_are_what_the_measurements_give():
-    """H200_HOST's fitted terms are what benchmarks/host/fit_context.py derives from the launch-bound
+    """H200_HOST's fitted terms are what benchmarks/h200/fit_host_model.py derives from the launch-bound
     steps measured on the H200 (data/h200/call4, call5) and their simulated counts."""
-    fit = load_benchmark("benchmarks/host/fit_context.py")
+    fit = load_benchmark("benchmarks/h200/fit_host_model.py")
     measured, counts = fit.load()
     fitted = fit.fit(measured, {n: counts[n] for n in measured})
     assert fitted == {name: getattr(H200_HOST, name) for name in fit.FITTED}
@@ -134,7 +134,7 @@ def test_launch_bound_host_time_matches_measurements():
     """Host time per step (all phases but the final synchronize) of the 12 measured launch-bound
     variants: nanoGPT and Llama at 1-28 layers, autocast or not, fused or foreach AdamW, with or
     without a DataLoader. Measured steps varied by +-20% around their median on that machine."""
-    fit = load_benchmark("benchmarks/host/fit_context.py")
+    fit = load_benchmark("benchmarks/h200/fit_host_model.py")
     measured, counts = fit.load()
     errors = {}
     for name, m in measured.items():

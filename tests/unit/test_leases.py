@@ -1,4 +1,4 @@
-"""benchmarks/host/leases.py: telling the leases' speed from the configurations' in the ground truth."""
+"""benchmarks/h200/leases.py: telling the leases' speed from the configurations' in the ground truth."""
 
 import math
 import random
@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.benchmark_modules import load_benchmark
 
-leases = load_benchmark("benchmarks/host/leases.py")
+leases = load_benchmark("benchmarks/h200/leases.py")
 
 
 def test_fit_recovers_lease_and_configuration_effects():
@@ -46,7 +46,7 @@ def test_timelines_name_their_lease():
 
 
 def test_frozen_index_is_what_the_ground_truth_gives():
-    """data/h200/host/leases/lease_index.json is the fit of the ground truth as it stands: a run imported since means the
+    """data/h200/lease_index.json is the fit of the ground truth as it stands: a run imported since means the
     index, and then the host model's fits, must be redone (leases.py --write, then the fits)."""
     import json
     configs = json.loads(leases.CONFIGS.read_text())["configs"]

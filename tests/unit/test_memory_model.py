@@ -1,8 +1,8 @@
 """Tests of the GPU memory model (phantora.models.memory).
 
 Two kinds: hand-derived answers for each allocator rule, and a step-by-step replay of real
-allocator behaviour recorded on an H200 by benchmarks/memory/allocator_probe.py
-(data/h200/memory/allocator_probe.json, torch 2.11.0+cu130).
+allocator behaviour recorded on an H200 by benchmarks/h200/allocator_probe.py
+(data/h200/allocator_probe.json, torch 2.11.0+cu130).
 """
 
 from __future__ import annotations
@@ -452,7 +452,7 @@ def test_many_operations_are_fast() -> None:
 
 
 def _probe() -> dict[str, Any]:
-    assert PROBE.exists(), f"{PROBE} is missing: run benchmarks/memory/allocator_probe.py on a GPU"
+    assert PROBE.exists(), f"{PROBE} is missing: run benchmarks/h200/allocator_probe.py on a GPU"
     return json.loads(PROBE.read_text())
 
 
