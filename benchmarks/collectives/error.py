@@ -1,6 +1,6 @@
 """Network model vs measured NCCL collective times on H200 SXM (predicted, measured, error per op and size).
 
-    python benchmarks/collectives/error.py [--min-bytes 1048576] [--all]
+    python -m benchmarks.collectives.error [--min-bytes 1048576] [--all]
 
 Reference: data/h200/collectives/nccl/nccl_{2,4}.jsonl, rows {"op", "world", "bytes", "seconds"}, measured on 2 and 4
 H200 SXM of one NVSwitch node (NV18 all pairs), NCCL 2.28.9, NCCL_NVLS_ENABLE=0. `bytes` follows
@@ -24,6 +24,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.common.paths import data_dir
 from phantora.models.network import (
     CollectiveRequest,
     NcclModel,
@@ -33,8 +34,8 @@ from phantora.models.network import (
     cluster_from_flags,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE_FILES = (REPO / "data/h200/collectives/nccl/nccl_2.jsonl", REPO / "data/h200/collectives/nccl/nccl_4.jsonl")
+NCCL_DATA = data_dir("h200", "collectives", "nccl")
+REFERENCE_FILES = (NCCL_DATA / "nccl_2.jsonl", NCCL_DATA / "nccl_4.jsonl")
 FLOOR_MAX_BYTES = 256 * 1024
 GPU_BOUND_FACTOR = 1.5
 LARGE_BYTES = 64 << 20

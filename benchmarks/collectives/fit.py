@@ -1,6 +1,6 @@
 """Fit the network model's few free NCCL constants to the H200 reference measurements.
 
-    python benchmarks/collectives/fit.py [--points all|gpu-bound]
+    python -m benchmarks.collectives.fit [--points all|gpu-bound] [--specs DIR]
 
 Fitted (everything else is NCCL's own tuning table or a datasheet value, see config.py):
   launch_overhead_us      fixed cost of every collective (launch, proxy, first-chunk sync)
@@ -16,24 +16,29 @@ Objective: mean squared relative error of the simulated time (benchmarks/collect
 `--points gpu-bound` only over points whose measured time is >= 1.5x the small-message floor of their
 series (the fit then ignores points where the measurement shows a per-call floor; it lands on nearly
 the same constants). Method: deterministic coordinate descent over fixed grids, from the
-values in config.py, until no coordinate improves. Prints the fitted values and the config.py lines.
+values in config.py, until no coordinate improves. Writes the fitted NcclTuning fields to
+src/phantora/specs/<gpu>/nccl.json (benchmarks/common/fitted.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.collectives.error import GPU_BOUND_FACTOR, load_rows, predict_s, series_floors
-
+from benchmarks.collectives.error import GPU_BOUND_FACTOR, NCCL_DATA, load_rows, predict_s, series_floors
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import SPECS, relative
 from phantora.models.network.config import H200_NCCL_TUNING, NcclTuning, PerProtocol
 
 NCCL_SIMPLE_BASE_US = 8.4  # NCCL tuning.cc baseLat Ring/Tree Simple
 NCCL_NVLINK_STEP_US = PerProtocol(ll=0.6, ll128=1.9, simple=3.4)  # NCCL tuning.cc hwLat NVLINK Ring
+
+FITTED = ("launch_overhead_ns", "ring_base_latency_ns", "tree_base_latency_ns", "nvlink_step_latency_ns",
+          "protocol_bandwidth_factor", "nvlink_efficiency", "all_to_all_efficiency", "local_copy_bytes_per_s")
+"""The NcclTuning fields the grids below move (PerProtocol fields whole: NCCL's table for the other protocols)."""
 
 GRIDS: dict[str, np.ndarray] = {
     "launch_overhead_us": np.arange(0.0, 60.0, 1.0),
@@ -79,6 +84,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", choices=("all", "gpu-bound"), default="all")
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
+    ap.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = ap.parse_args()
     rows = load_rows()
     floors = series_floors(rows)
@@ -107,15 +113,10 @@ def main() -> None:
                     best, p, improved = obj, q, True
         print(f"round {rounds}: rms relative error {best ** 0.5:.4f}  " + "  ".join(f"{k}={v:.4g}" for k, v in p.items()))
     t = tuning_of(p)
-    print("\nconfig.py, H200_NCCL_TUNING:")
-    print(f"    launch_overhead_ns=_us({p['launch_overhead_us']:.1f}),")
-    print(f"    ring/tree_base_latency_ns simple=_us(8.4 + {p['simple_extra_us']:.1f}),")
-    print(f"    protocol_bandwidth_factor ll128={t.protocol_bandwidth_factor.ll128:.3g},")
-    print(f"    nvlink_efficiency={t.nvlink_efficiency:.3g},")
-    print(f"    all_to_all_efficiency={t.all_to_all_efficiency:.3g},")
-    print(f"    local_copy_bytes_per_s={p['local_copy_gbytes_per_s']:.0f}e9,")
-    print(f"    nvlink_step_latency_ns x {p['nvlink_step_scale']:.2f} of NCCL's hwLat NVLINK Ring table")
     print(f"effective Simple NVLink bandwidth: {450 * t.nvlink_efficiency:.0f} GB/s per direction")
+    constants = {name: value for name, value in asdict(t).items() if name in FITTED}
+    source = f"benchmarks/collectives/fit.py on {relative(NCCL_DATA)}"
+    print(f"wrote {update_fitted('h200', 'nccl', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from benchmarks.common.env import write_meta
+
 MIB = 2**20
 
 
@@ -112,6 +114,8 @@ def main():
     a = p.parse_args()
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if rank == 0:
+        write_meta(os.path.dirname(os.path.abspath(a.out)), __file__)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)

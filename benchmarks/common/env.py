@@ -64,25 +64,27 @@ def gpus() -> list[dict[str, str]]:
     return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.splitlines()]
 
 
-def machine(lease: str | None = None) -> dict[str, Any]:
-    """The host: name, CPU count, Python, the lease the caller names (or $PHANTORA_LEASE), the GPUs."""
-    return {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "lease": lease or os.environ.get("PHANTORA_LEASE", "unknown"), "gpus": gpus()}
+def machine() -> dict[str, Any]:
+    """The host: its name, CPU count, Python and GPUs."""
+    return {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(), "gpus": gpus()}
 
 
 def meta(script: str, argv: list[str], lease: str | None = None, **extra: Any) -> dict[str, Any]:
     """The meta.json content of a measurement taken now by `script` with `argv`."""
     return {"script": script, "argv": list(argv), "commit": git_commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "versions": torch_versions(), "machine": machine(lease),
+            "lease": lease or os.environ.get("PHANTORA_LEASE", "unknown"), "versions": torch_versions(),
+            "machine": machine(),
             "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(NCCL_ENV_PREFIXES)}, **extra}
 
 
 def write_meta(out_dir: str | Path, script: str, argv: list[str] | None = None, lease: str | None = None,
                **extra: Any) -> Path:
-    """Write out_dir/meta.json for a measurement `script` is about to take (or has taken) there."""
+    """Write out_dir/meta.json for a measurement `script` (a path; __file__ is fine) is about to take there."""
     path = Path(out_dir) / "meta.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if Path(script).is_absolute() and REPO in Path(script).resolve().parents:
+        script = str(Path(script).resolve().relative_to(REPO))
     content = meta(script, sys.argv[1:] if argv is None else argv, lease, **extra)
     path.write_text(json.dumps(content, indent=1) + "\n")
     return path

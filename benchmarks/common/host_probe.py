@@ -2,11 +2,11 @@
 
 The same fixed work as timeline.py's per-step probes (PHANTORA_BENCH_SCHED=1): 100,000 iterations of a
 pure-Python loop, and 200 small kernel launches (`x = x + 1` on 256 floats) without synchronising.
-Leases of the same machine type differ by up to 1.8x in host speed (data/h200/call11/README.md), and
-one process of a run can be 1.6x slower than its siblings (data/h200/call14): host-bound ground truth
+Leases of the same machine type differ by up to 1.8x in host speed (data/h200/host/leases/README.md), and
+one process of a run can be 1.6x slower than its siblings (data/h200/e2e/timelines/runs/2026-11-22-11): host-bound ground truth
 is only comparable with the host speed it ran at. Prints one JSON line (medians of 21 rounds, µs).
 
-    python3 benchmarks/common/host_probe.py [--label NAME]
+    python -m benchmarks.common.host_probe [--label NAME]
 """
 
 from __future__ import annotations

@@ -1,11 +1,40 @@
-# Sourced by the device-call scripts (run from the repository root).
+#!/bin/bash
+# Measure one subject on a GPU machine, from the repository root:
 #
-# `host_probes LABEL FILE` runs benchmarks/common/host_probe.py alone, then in four processes at once (one per
-# GPU), and appends the five JSON lines to FILE.
+#     benchmarks/common/run_subject.sh SUBJECT WHAT [ARGS...]     # runs benchmarks/SUBJECT/measure.sh WHAT ARGS
+#
+# Output goes to $OUT/data/$GPU/SUBJECT/WHAT/ with a meta.json (benchmarks/common/env.py), the same tree as data/:
+# copy the leaf into data/ for a first measurement, or into data/$GPU/SUBJECT/WHAT/runs/<date>-<lease>/ for a rerun
+# (data/README.md). Environment: OUT (default /tmp/phantora-measure), GPU (default h200), PHANTORA_LEASE (the
+# lease's name, <date>-<NN>, recorded in meta.json).
+#
+# The subjects' measure.sh scripts source this file for the helpers below.
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export OUT=${OUT:-/tmp/phantora-measure} GPU=${GPU:-h200}
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
+# `leaf SUBJECT WHAT` makes and prints the output folder of one measurement.
+leaf() {
+  local dir="$OUT/data/$GPU/$1/$2"
+  mkdir -p "$dir"
+  echo "$dir"
+}
+
+# `meta DIR SCRIPT ARGS...` writes DIR/meta.json for a measurement SCRIPT ARGS took there.
+meta() {
+  local dir=$1 script=$2
+  shift 2
+  python3 -m benchmarks.common.env "$dir" --script "$script" --argv "$*" > /dev/null
+}
+
+# `host_probes LABEL FILE` runs the host-speed probe alone, then in four processes at once (one per GPU), and
+# appends the five JSON lines to FILE (data/<gpu>/host/leases/: how contended the lease's hosts were).
 host_probes() {
-  python3 benchmarks/common/host_probe.py --label "$1 alone" >> "$2"
-  for g in 0 1 2 3; do
-    CUDA_VISIBLE_DEVICES=$g python3 benchmarks/common/host_probe.py --label "$1 four, gpu $g" >> "$2" &
+  python3 -m benchmarks.common.host_probe --label "$1 alone" >> "$2"
+  local g
+  for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do
+    CUDA_VISIBLE_DEVICES=$g python3 -m benchmarks.common.host_probe --label "$1 four, gpu $g" >> "$2" &
   done
   wait
 }
@@ -17,17 +46,14 @@ groundtruth_runs() {
   shift
   for name in "$@"; do
     i=$((i + 1))
-    (cd benchmarks/h200 && python3 groundtruth.py --out "$dir/g$i" --only "$name" --overlap-before none --deadline-s 90 2>&1 \
-        | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200)
+    python3 -m benchmarks.e2e.groundtruth --out "$dir/g$i" --only "$name" --overlap-before none --deadline-s 90 2>&1 \
+        | grep -v USDT | grep -E "rc=|done|skipped" | cut -c1-200
   done
 }
 
-# `call_setup N` opens device call N's script (run from the repository root): NCCL without NVLink multicast
-# (KINDS.md), unbuffered Python, T0, the output folder C=$OUT/cN, and a host probe at the start in C/probe.jsonl.
-call_setup() {
-  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-  T0=$(date +%s)
-  C=$OUT/c$1
-  mkdir -p "$C"
-  python3 benchmarks/common/host_probe.py --label "start" >> "$C/probe.jsonl"
-}
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  set -euo pipefail
+  subject=${1:?usage: benchmarks/common/run_subject.sh SUBJECT WHAT [ARGS...]}
+  shift
+  exec bash "benchmarks/$subject/measure.sh" "$@"
+fi

@@ -7,10 +7,10 @@ it runs the same command under Phantora (`phantora run -- python3 SCRIPT ARGS` f
 (its median step time and peak memory, in simulated time), and prints measured vs predicted with
 the error, plus the simulator's own cost.
 
-    python benchmarks/e2e/accuracy.py                 # all single-GPU configs
-    python benchmarks/e2e/accuracy.py --all           # also the multi-GPU ones (phantora torchrun)
-    python benchmarks/e2e/accuracy.py --only llama_l1b_tp2,moe_ep4
-    python benchmarks/e2e/accuracy.py --no-kernel-db  # analytic cost model only
+    python -m benchmarks.e2e.accuracy                 # all single-GPU configs
+    python -m benchmarks.e2e.accuracy --all           # also the multi-GPU ones (phantora torchrun)
+    python -m benchmarks.e2e.accuracy --only llama_l1b_tp2,moe_ep4
+    python -m benchmarks.e2e.accuracy --no-kernel-db  # analytic cost model only
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / "benchmarks" / "accuracy_configs.json"
-PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
+from benchmarks.common.paths import BENCHMARKS, REPO
 from benchmarks.e2e import groundtruth
+
+CONFIGS = BENCHMARKS / "e2e" / "configs.json"
+PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 
 
 def measured(config: dict) -> dict:

@@ -1,14 +1,14 @@
 """Line up one training step as a real GPU ran it with the same step as Phantora simulated it.
 
 Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/e2e/step_profiles/), or
-converted by it from a program's own profiler traces (TorchTitan's: data/h200/call22/).
+converted by it from a program's own profiler traces (TorchTitan's: data/h200/e2e/step_profiles/runs/2026-11-22-19/).
 Simulated side: a Phantora `trace.json` of the same configuration; its last whole step is the work
 launched between the last two device synchronizations that waited for the GPU (the scripts
 synchronize before and after every step). Prints, per rank: the step's GPU span, time per kernel
 class (GPU time of its kernels, summed), NCCL time per collective, and how much compute ran while
 NCCL kernels ran.
 
-    python benchmarks/e2e/compare_step.py data/h200/e2e/step_profiles/profiles/llama_l1b_fsdp4 OUT/trace.json
+    python -m benchmarks.e2e.compare_step data/h200/e2e/step_profiles/profiles/llama_l1b_fsdp4 OUT/trace.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the step's start) on both sides, and how far the GPU lags behind the host there 
 means the GPU waits for the host). A label seen twice in a step (an FSDP2 group unshard in forward and
 backward) gets a #2 suffix.
 
-    python benchmarks/e2e/compare_timeline.py data/h200/e2e/timelines/llama_l1b_fsdp4 /tmp/tl/llama_l1b_fsdp4 [--rank 0]
+    python -m benchmarks.e2e.compare_timeline data/h200/e2e/timelines/llama_l1b_fsdp4 /tmp/tl/llama_l1b_fsdp4 [--rank 0]
 
 With --intervals, prints instead, per mark name (occurrences pooled), the host time from the previous
 mark to it, summed over a step (median over steps) and per occurrence (median): which stretch of

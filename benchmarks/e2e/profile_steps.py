@@ -5,10 +5,10 @@ host and GPU times of each layer and phase).
 For each named configuration of `groundtruth.py` (llama_train.py ones), runs it exactly as the ground
 truth did, with PHANTORA_BENCH_PROFILE_DIR set: after its measured steps each rank profiles one more
 step (benchmarks/workloads/profile_step.py). Output: $OUT/profiles/NAME/rank{R}.json.gz and NAME.log.
-Compare with a Phantora run of the same configuration: `python benchmarks/e2e/compare_step.py`.
+Compare with a Phantora run of the same configuration: `python -m benchmarks.e2e.compare_step`.
 
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-    python3 benchmarks/e2e/profile_steps.py --out $OUT --only llama_l1b_fsdp4,llama_l8b_fsdp4
+    python -m benchmarks.e2e.profile_steps --out $OUT --only llama_l1b_fsdp4,llama_l8b_fsdp4
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks.e2e import groundtruth
+from benchmarks.common.env import write_meta
 
 
 def main() -> int:
@@ -38,6 +39,7 @@ def main() -> int:
                    help="instead of a profiled step, the allocator segments mapped in each step and the "
                         "allocations that caused them (benchmarks/workloads/memory_history.py)")
     a = p.parse_args()
+    write_meta(a.out, __file__)
     kind, variable = next((k, v) for on, k, v in (
         (a.host_calls, "host_calls", "PHANTORA_BENCH_HOST_CALLS"),
         (a.timeline, "timeline", "PHANTORA_BENCH_TIMELINE"),

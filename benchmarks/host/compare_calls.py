@@ -10,7 +10,7 @@ LIBRARY_CALL_NS takes it (sum of real exclusive time per step minus the simulate
 simulated calls per step: a call the simulation makes more often than torch on the GPU machine
 spreads the difference).
 
-    python benchmarks/host/compare_calls.py data/h200/host/calls/library/llama_l1b_fsdp4 /tmp/hc/llama_l1b_fsdp4
+    python -m benchmarks.host.compare_calls data/h200/host/calls/library/llama_l1b_fsdp4 /tmp/hc/llama_l1b_fsdp4
 """
 
 from __future__ import annotations

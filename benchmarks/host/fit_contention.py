@@ -1,17 +1,20 @@
 """Fit the host-contention model (models/host_contention.py) to the host-speed probes of real runs.
 
-Reads every layer timeline recorded with PHANTORA_BENCH_SCHED=1 under data/h200/ (a probe after each
-step and rank: `python_loop_us`, a fixed pure-Python loop; benchmarks/workloads/timeline.py) and prints:
+Reads every layer timeline recorded with PHANTORA_BENCH_SCHED=1 under data/h200/e2e/timelines/ (a probe after
+each step and rank: `python_loop_us`, a fixed pure-Python loop; benchmarks/workloads/timeline.py) and prints:
 
-- the contended fraction: probes slower than THRESHOLD_US over all probes, and per call (uncontended ones take
-  4.4-5.3 ms, contended 6.5-10.5 ms: data/h200/call14/README.md);
+- the contended fraction: probes slower than THRESHOLD_US over all probes, and per lease (uncontended ones take
+  4.4-5.3 ms, contended 6.5-10.5 ms: data/h200/host/leases/README.md);
 - how fast the state changes: transitions between consecutive steps' probes of one rank, and the
   correlation time they give;
 - the contended factor of host work: a rank's forward host time (first layer's start to last layer's
   end) in steps whose probes before and after are both contended, over the median of the same
   configuration's steps whose probes before and after are both uncontended.
 
-    python benchmarks/host/fit_contention.py
+    python -m benchmarks.host.fit_contention
+
+It prints what models/host_contention.py's H200_VM holds; that model is not among those whose constants live in
+src/phantora/specs/<gpu>/ yet, so nothing is written.
 """
 
 from __future__ import annotations
@@ -22,27 +25,29 @@ import os
 import statistics
 from collections import defaultdict
 
+from benchmarks.common.paths import data_dir
 from benchmarks.e2e import groundtruth
+from benchmarks.host import leases
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "data", "h200")
+TIMELINES = data_dir("h200", "e2e", "timelines")
 THRESHOLD_US = 6000.0
 """Between the two speeds' loop times."""
 
 
 GROUND_TRUTH = {c["name"] for c in groundtruth.CONFIGS}
-"""The contended factor comes from these configurations' timelines only: a diagnostic variant (call 31's MoE
-with balanced routing, whose forward waits for the GPU at every layer) tells nothing about it."""
+"""The contended factor comes from these configurations' timelines only: a diagnostic variant (the MoE with
+balanced routing, whose forward waits for the GPU at every layer) tells nothing about it."""
 
 
 def timelines() -> list[tuple[str, str, dict]]:
-    """(call, configuration, rank file) of every timeline with host-speed probes."""
+    """(lease, configuration, rank file) of every timeline with host-speed probes."""
     found = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "**", "rank*.json"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(TIMELINES, "**", "rank*.json"), recursive=True)):
         with open(path) as f:
             data = json.load(f)
         if isinstance(data, dict) and any("python_loop_us" in s for s in data.get("sched") or []):
-            call = os.path.relpath(path, ROOT).split(os.sep)[0]
-            found.append((call, os.path.basename(os.path.dirname(path)), data))
+            lease = leases.lease_of_path(path) or "unknown"
+            found.append((lease, os.path.basename(os.path.dirname(path)), data))
     return found
 
 
@@ -57,12 +62,12 @@ def forward_host_ms(step: list) -> float | None:
 
 
 def main() -> None:
-    probes, transitions, step_s, by_call = [], defaultdict(int), [], defaultdict(list)
+    probes, transitions, step_s, by_lease = [], defaultdict(int), [], defaultdict(list)
     forward = defaultdict(lambda: {"uncontended": [], "contended": []})
-    for call, config, data in timelines():
+    for lease, config, data in timelines():
         states = [s["python_loop_us"] > THRESHOLD_US for s in data["sched"]]
         probes += [s["python_loop_us"] for s in data["sched"]]
-        by_call[call] += states
+        by_lease[lease] += states
         step_s += [step[-1][1] / 1e6 for step in data["steps"]]
         for before, after in zip(states, states[1:]):
             transitions[(before, after)] += 1
@@ -75,7 +80,7 @@ def main() -> None:
     enter = transitions[(False, True)] / (transitions[(False, True)] + transitions[(False, False)])
     period = statistics.median(step_s)
     print(f"probes: {len(probes)}, contended fraction {contended:.3f} ("
-          + ", ".join(f"{call} {sum(v) / len(v):.2f} of {len(v)}" for call, v in sorted(by_call.items())) + ")")
+          + ", ".join(f"{lease} {sum(v) / len(v):.2f} of {len(v)}" for lease, v in sorted(by_lease.items())) + ")")
     print(f"between steps ({period * 1000:.0f} ms apart, median): P(contended -> not) {leave:.2f}, "
           f"P(not -> contended) {enter:.2f}; correlation time {period / (leave + enter):.2f} s, "
           f"stationary contended fraction {enter / (enter + leave):.3f}")

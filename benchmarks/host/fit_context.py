@@ -1,6 +1,6 @@
-"""Fit the host model's context terms on measured launch-bound steps (issue 4).
+"""Fit the host model's context terms on measured launch-bound steps.
 
-For each variant of `measure_launch_bound.py` measured on the H200 (data/h200/call4), the same
+For each variant of `measure_launch_bound.py` measured on the H200 (data/h200/host/launch_bound/), the same
 variant runs here under Phantora's runtime, in this process, with a host model whose fitted terms
 are zero and which counts what they would be charged for, phase by phase: kernel ops issued from
 Python (`framework_ns`), module calls (`module_call_ns`), autograd nodes (`autograd_node_ns`),
@@ -14,15 +14,15 @@ is the phase's simulated time. Then, with relative errors (noise on these VMs is
 - optimizer step, clip_grad_norm_: the median over variants of measured - model (a fixed cost)
 - DataLoader:       `next()` = its data phase (median); contention = step time with the script's
                     DataLoader (2 workers, pinned memory) minus without it, measured next to each
-                    other (call 4 once, call 5 three times interleaved), less `next()` and the
-                    batch's copies the model charges anyway
+                    other (once in launch_bound/, three times interleaved in launch_bound/runs/2026-11-22-02/),
+                    less `next()` and the batch's copies the model charges anyway
 
-Prints the constants, then measured vs fitted model per variant and phase, and the llama variants
-of data/h200/call3 (another day, not fitted). The simulated counts are stored in
-data/h200/host/launch_bound/host_counts.json (tests/unit/test_host_model.py refits from them); `--simulate`
-makes them again (CPU only, under a minute):
+Writes the constants to src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py), then prints measured vs
+fitted model per variant and phase, and the llama variants of data/h200/host/phases/ (another day, not fitted).
+The simulated counts are stored in data/h200/host/launch_bound/host_counts.json (tests/calibration/
+test_host_fits.py refits from them); `--simulate` makes them again (CPU only, under a minute):
 
-    python benchmarks/host/fit_context.py [--simulate]
+    python -m benchmarks.host.fit_context [--simulate] [--specs DIR]
 """
 
 from __future__ import annotations
@@ -40,13 +40,17 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.host import leases
 
-MEASURED = REPO / "data/h200/host/launch_bound/launch_bound.json"
-CALL3 = REPO / "data/h200/host/phases/phases.json"
-CALL5 = REPO / "data/h200/call5/launch_bound_order.json"
-COUNTS = REPO / "data/h200/host/launch_bound/host_counts.json"
+GPU = "h200"
+LAUNCH_BOUND = data_dir(GPU, "host", "launch_bound")
+MEASURED = LAUNCH_BOUND / "launch_bound.json"
+PHASES = data_dir(GPU, "host", "phases", "phases.json")
+INTERLEAVED = LAUNCH_BOUND / "runs" / "2026-11-22-02" / "launch_bound_order.json"
+"""The DataLoader variants interleaved and repeated on another lease."""
+COUNTS = LAUNCH_BOUND / "host_counts.json"
 """What the simulated variants would be charged for, phase by phase (written by --simulate)."""
 FITTED = ("framework_ns", "module_call_ns", "autograd_node_ns", "optimizer_step_ns", "zero_grad_ns",
           "zero_grad_per_param_ns", "grad_norm_ns", "dataloader_next_ns", "dataloader_contention_ns")
@@ -101,7 +105,7 @@ def simulate(names: list[str]) -> dict[str, dict[str, dict]]:
     from phantora.config.run import RankConfig
 
     bootstrap.install(RankConfig.from_env())
-    script = REPO / "benchmarks/host/measure_launch_bound.py"
+    script = BENCHMARKS / "host" / "measure_launch_bound.py"
     spec = importlib.util.spec_from_file_location("measure_launch_bound", script)
     mlb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mlb)
@@ -158,7 +162,7 @@ def fit(measured: dict, sim: dict) -> dict[str, int]:
     opt = statistics.median(meas[n]["opt"] - b(n, "opt")["base_ms"] - f * b(n, "opt")["kernel_ops"] for n in names)
     clip = statistics.median(meas[n]["clip"] - b(n, "clip")["base_ms"] - f * b(n, "clip")["kernel_ops"] for n in names)
     # what a DataLoader costs the main thread: step with it - step without it, run next to each other
-    # (call 4 ran each once, call 5 interleaved them), less the copies of the batch the model charges
+    # (launch_bound/ ran each once, its interleaved rerun three times), less the copies of the batch the model charges
     pairs = [(measured["nano_noloader"], measured["nano_script"])] + loader_pairs()
     h2d = b("nano_script", "h2d")["base_ms"] + f * b("nano_script", "h2d")["kernel_ops"]
     next_ = statistics.median(with_["phase_ms_median"]["data"] for _, with_ in pairs)
@@ -171,8 +175,9 @@ def fit(measured: dict, sim: dict) -> dict[str, int]:
 
 
 def loader_pairs() -> list[tuple[dict, dict]]:
-    """(nano_noloader, nano_script) measured one after the other in call 5, at the average lease."""
-    runs = [at_average_lease(v, "call5") for v in json.loads(CALL5.read_text())["variants"]]
+    """(nano_noloader, nano_script) measured one after the other (INTERLEAVED), at the average lease."""
+    runs = [at_average_lease(v, leases.lease_of_path(str(INTERLEAVED)))
+            for v in json.loads(INTERLEAVED.read_text())["variants"]]
     pairs, last = [], None
     for r in runs:
         if r["name"] == "nano_noloader":
@@ -211,25 +216,28 @@ def at_average_lease(variant: dict, lease: str) -> dict:
 
 
 def load() -> tuple[dict, dict]:
-    """(measured variants of call 4 by name, at the average lease; simulated counts by variant)."""
-    measured = {v["name"]: at_average_lease(v, "call4") for v in json.loads(MEASURED.read_text())["variants"]}
+    """(measured variants by name, at the average lease; simulated counts by variant)."""
+    lease = leases.lease_of_path(str(MEASURED))
+    measured = {v["name"]: at_average_lease(v, lease) for v in json.loads(MEASURED.read_text())["variants"]}
     return measured, json.loads(COUNTS.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulate", action="store_true",
-                        help=f"simulate the variants again and rewrite {COUNTS.relative_to(REPO)}")
+                        help=f"simulate the variants again and rewrite {relative(COUNTS)}")
+    parser.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = parser.parse_args()
     if args.simulate or not COUNTS.exists():
         names = [v["name"] for v in json.loads(MEASURED.read_text())["variants"]]
         COUNTS.write_text(json.dumps(simulate(names + ["llama_phases16", "llama_phases8"]), indent=1) + "\n")
     measured, sim = load()
-    call4 = {n: sim[n] for n in measured}
-    c = fit(measured, call4)
-    print("fitted constants (ns):", json.dumps(c))
+    simulated = {n: sim[n] for n in measured}
+    c = fit(measured, simulated)
+    source = f"benchmarks/host/fit_context.py on {relative(LAUNCH_BOUND)}"
+    print(f"wrote {update_fitted(GPU, 'host', c, dict.fromkeys(c, source), specs_root=args.specs)}:", json.dumps(c))
     print(f"\n{'variant':24s} {'phase':6s} {'measured':>9s} {'model':>8s} {'err %':>6s}")
-    for n, phases in call4.items():
+    for n, phases in simulated.items():
         pred = predict(phases, c)
         meas = measured[n]["phase_ms_median"]
         for p in phases:
@@ -239,8 +247,9 @@ def main() -> None:
         host = sum(v for p, v in meas.items() if p != "sync")
         print(f"{n:24s} {'HOST':6s} {host:9.3f} {total:8.3f} {100 * (total - host) / host:+6.1f}  "
               f"(whole steps {min(measured[n]['step_ms']):.1f}-{max(measured[n]['step_ms']):.1f} ms)")
-    print("\ncall 3 (another day, not fitted): host-bound llama, phase = ms (each phase ended with a synchronize)")
-    for r, n in zip(json.loads(CALL3.read_text()), ["llama_phases28", "llama_phases16", "llama_phases8"]):
+    print(f"\n{relative(PHASES)} (another day, not fitted): host-bound llama, phase = ms (each phase ended with a "
+          "synchronize)")
+    for r, n in zip(json.loads(PHASES.read_text()), ["llama_phases28", "llama_phases16", "llama_phases8"]):
         pred = predict(sim[n], c)
         meas = {k: 1e3 * v for k, v in r["phase_s_median"].items()}
         model = {"fwd": pred["fwd"] + pred["loss"], "bwd": pred["bwd"], "clip": pred["clip"],

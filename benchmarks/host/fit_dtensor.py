@@ -1,9 +1,9 @@
 """Fit the host cost of DTensor's own dispatch (models/host.py `subclass_op_ns`, `subclass_backward_op_ns`,
 `subclass_op_per_tensor_ns`) on the tensor-parallel steps' host phases.
 
-Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under data/h200/
-(benchmarks/workloads/timeline.py; calls 8, 14, 15, 27 and 38) whose lease has an index (benchmarks/host/leases.py:
-call 7's has none). A rank's forward host time is its first layer's start to its last layer's end, its backward
+Real side: every layer timeline of llama_l1b_tp2, llama_l1b_tp4 and llama_l1b_fsdp2_tp2 under
+data/h200/e2e/timelines/ (benchmarks/workloads/timeline.py; five leases) whose lease has an index
+(benchmarks/host/leases.py: one lease's has none). A rank's forward host time is its first layer's start to its last layer's end, its backward
 host time the loss mark to the backward mark, its clip + optimizer host time the backward mark to the optimizer
 mark, each over its lease's index; the mean over every rank and recorded step is the average lease's *mean
 host's* (the one the host model's constants stand for: models/host_contention.py Note [Contended hosts]),
@@ -21,13 +21,14 @@ functional collective's result dispatches: `async_collective_op_ns`, fitted on t
 the clip's and the optimizer's few foreach ops (about 20 of ~1000 per step), which the forward span does not.
 The per-tensor constant likewise, over the list ops' extra DTensors in the clip + optimizer span
 (`clip_grad_norm_` and AdamW, foreach: 2342 for the model's 147 parameters). Runs the three simulations (a few
-minutes on two cores):
+minutes on two cores), and writes the three constants to src/phantora/specs/<gpu>/host.json:
 
-    python benchmarks/host/fit_dtensor.py
+    python -m benchmarks.host.fit_dtensor [--specs DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -35,9 +36,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import BENCHMARKS, REPO, SPECS, data_dir, relative
 from benchmarks.host import leases
 from benchmarks.host.fit_contention import forward_host_ms
 from phantora.models.host import H200_HOST
@@ -55,6 +57,8 @@ CONFIGS = {
 
 
 PHASES = ("forward", "backward", "clip + optimizer")
+GPU = "h200"
+TIMELINES = data_dir(GPU, "e2e", "timelines")
 
 
 def phase_host_ms(step: list) -> tuple[float, float, float]:
@@ -78,9 +82,9 @@ def phase_means(directories: list[str], at_average_lease: bool = False) -> tuple
 
 
 def real_timelines(config: str) -> list[str]:
-    """Every real layer timeline of `config` under data/h200/ whose lease has an index."""
-    found = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(ROOT, "data", "h200", "**", "timeline", config,
-                                                                      "rank0.json"), recursive=True)})
+    """Every real layer timeline of `config` under data/h200/e2e/timelines/ whose lease has an index."""
+    found = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(TIMELINES, "**", config, "rank0.json"),
+                                                         recursive=True)})
     return [d for d in found if leases.lease_of_path(d) in leases.lease_index()]
 
 
@@ -89,8 +93,8 @@ def at_mean_host(script: str, world: int, args: list[str], out: str, **bench: st
     `bench`: the workload's PHANTORA_BENCH_* variables (what it records beside)."""
     command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(world),
                "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
-               "--out", out, os.path.join(ROOT, "benchmarks", "workloads", script), *args]
-    env = {**os.environ, **bench, "PYTHONPATH": os.path.join(ROOT, "src")}
+               "--out", out, str(BENCHMARKS / "workloads" / script), *args]
+    env = {**os.environ, **bench, "PYTHONPATH": str(REPO / "src")}
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -123,6 +127,9 @@ def simulate(config: str, world: int, args: list[str], out: str) -> tuple[list[f
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    args = p.parse_args()
     now = [H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000,
            H200_HOST.subclass_op_per_tensor_ns / 1000]
     names = ("subclass_op_ns", "subclass_backward_op_ns", "subclass_op_per_tensor_ns")
@@ -142,6 +149,9 @@ def main() -> None:
     pooled = [sum(i[k] * w for i, w in zip(implied, weights)) / sum(weights) for k in range(3)]
     print("pooled (weighted by real samples): " + ", ".join(f"{n} = {v:.1f} us (now {c:.1f})"
                                                              for n, v, c in zip(names, pooled, now)))
+    constants = {name: int(round(us * 10)) * 100 for name, us in zip(names, pooled)}  # to 0.1 µs, in ns
+    source = f"benchmarks/host/fit_dtensor.py on {relative(TIMELINES)} (tp2, tp4, fsdp2_tp2, indexed leases)"
+    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

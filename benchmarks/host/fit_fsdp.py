@@ -8,11 +8,12 @@ Real side: the 1.5B llama with FSDP2, each wrapped call's exclusive host time re
 - `fsdp2_ga1`, `fsdp2_ga4`: 2 GPUs, batch 1 with one micro-step per step and with four (`--grad-accum 4`: the first
   three keep their gradients, `set_requires_gradient_sync(False)`).
 
-Calls 41 and 43 (data/h200/call4{1,3}/host_calls/, x2) ran the three 2-GPU commands beside ground-truth runs, which
-give each lease's index (benchmarks/host/leases.py: 0.87 and 1.07). Session 4 (data/h200/host/calls/library/: the
-ground-truth commands, 2 and 4 GPUs) and call 36 (the batch-1 runs) had no ground-truth runs; each of those leases'
-index is estimated from the same command's calls on the indexed leases (its time over theirs, times their index).
-Session 4's runs are the only ones on 4 GPUs, where `post_backward` takes ~0.7x its time on 2.
+Two x2 leases (data/h200/host/fsdp/runs/<lease>/) ran the three 2-GPU commands beside ground-truth runs, which
+give each lease's index (benchmarks/host/leases.py: 0.87 and 1.07). data/h200/host/calls/library/ (the ground-truth
+commands, 2 and 4 GPUs) and data/h200/host/fsdp/ (the batch-1 runs) were taken on leases without ground-truth runs;
+each of those leases' index is estimated from the same command's calls on the indexed leases (its time over
+theirs, times their index). host/calls/library/ holds the only runs on 4 GPUs, where `post_backward` takes ~0.7x
+its time on 2.
 
 Simulated side: each command under Phantora with every rank at the mean host, its own call times.
 
@@ -22,19 +23,22 @@ pooled over leases, runs, ranks and steps (means: a step pays every call, the sl
 
     new = current + (real µs per step / lease index - simulated µs per step) / simulated calls per step
 
-    python benchmarks/host/fit_fsdp.py      # four simulations, about ten minutes on two cores
+Writes `library_call_ns` (its FSDP2 entries refitted, the others kept) and `accumulating_call_ns` to
+src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py).
+
+    python -m benchmarks.host.fit_fsdp [--specs DIR]     # four simulations, about ten minutes on two cores
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import SPECS, data_dir, relative
 from benchmarks.host import leases
 from benchmarks.host.fit_dtensor import at_mean_host
 from phantora.models.host import H200_HOST
@@ -50,11 +54,13 @@ RUNS = {
     "fsdp2_ga4": ([*L1B, "--batch", "1", "--grad-accum", "4"], 2, 4),
 }
 """Run name -> (llama_train.py arguments, ranks, micro-steps per step)."""
-H200 = ROOT / "data" / "h200"
-INDEXED = {"call41": H200 / "call41" / "host_calls", "call43": H200 / "call43" / "host_calls"}
+GPU = "h200"
+FSDP = data_dir(GPU, "host", "fsdp")
+LIBRARY = data_dir(GPU, "host", "calls", "library")
+INDEXED = {"2026-11-22-37": FSDP / "runs" / "2026-11-22-37", "2026-11-22-39": FSDP / "runs" / "2026-11-22-39"}
 """Leases with ground-truth runs -> the folder of their runs (each of the 2-GPU commands)."""
-ESTIMATED = {"session 4": (H200 / "host_calls", ("llama_l1b_fsdp2", "llama_l1b_fsdp4")),
-             "call 36": (H200 / "call36", ("fsdp2_ga1", "fsdp2_ga4"))}
+ESTIMATED = {"host/calls/library's lease": (LIBRARY, ("llama_l1b_fsdp2", "llama_l1b_fsdp4")),
+             "2026-11-22-32": (FSDP, ("fsdp2_ga1", "fsdp2_ga4"))}
 """Leases without -> (folder, their runs); the 2-GPU ones among them give the lease's index."""
 ACCUMULATING = {"FSDPParamGroup.post_backward": GROUPS, "FSDPState._root_post_backward_final_callback": 1}
 """Calls with a lighter path in a micro-step that keeps its gradients -> calls per micro-step."""
@@ -111,6 +117,9 @@ def current_ns(name: str, keeps: bool) -> int:
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    args = p.parse_args()
     index = leases.lease_index()
     runs = measured_runs(index)
     real_sum: dict[tuple[str, bool], float] = {}
@@ -133,8 +142,10 @@ def main() -> None:
         fitted[keeps][call] = new
         print(f"{call:48} {'accumulating' if keeps else 'reducing':12} {real_us / n:10.1f} {sim_us / n:10.1f}"
               f"               {now / 1e3:7.1f} -> {new / 1e3:7.1f}")
-    print("LIBRARY_CALL_NS (FSDP2):", json.dumps(fitted[False], indent=1))
-    print("ACCUMULATING_CALL_NS:", json.dumps(fitted[True], indent=1))
+    constants = {"library_call_ns": {**H200_HOST.library_call_ns, **fitted[False]},
+                 "accumulating_call_ns": {**H200_HOST.accumulating_call_ns, **fitted[True]}}
+    source = f"benchmarks/host/fit_fsdp.py on {relative(FSDP)} and {relative(LIBRARY)} (FSDP2 entries)"
+    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,12 @@
 `index_extra_ns`) in situ, on moe_ep4's forward.
 
 Real side: the layer timelines of moe_ep4 with marks inside each MoE layer (benchmarks/workloads/moe_a2a.py;
-calls 31 and 39). Each stretch between two marks is taken as each rank's median over steps and layers, averaged
-over the ranks. The forward is host-bound there (the GPU waits for the host at every mark), so a stretch is host
-time. Each lease ran slower than the average lease (call 31's hosts were contended in 85 % of the
-probes): every real stretch is divided by its lease's index (benchmarks/host/leases.py), then the two leases
-averaged. Call 39's layers have one mark more (after the counts' cat), so its `moe.tolist` stretch is shorter
-than call 31's; that stretch is printed, not fitted.
+data/h200/e2e/timelines/runs/{2026-11-22-28,2026-11-22-35}/). Each stretch between two marks is taken as each
+rank's median over steps and layers, averaged over the ranks. The forward is host-bound there (the GPU waits for
+the host at every mark), so a stretch is host time. Each lease ran slower than the average lease (the first one's
+hosts were contended in 85 % of the probes): every real stretch is divided by its lease's index
+(benchmarks/host/leases.py), then the two leases averaged. The second lease's layers have one mark more (after the
+counts' cat), so its `moe.tolist` stretch is shorter than the first's; that stretch is printed, not fitted.
 
 Simulated side: the same command under Phantora with every rank at the mean host (`--host-contention none
 --host-time-scale` the contended hosts' mean factor), its own timeline. As a check, the stretches made of plain ops
@@ -26,34 +26,35 @@ whose costs were fitted elsewhere (the argsort, `radix_sort_pass_ns`; the expert
 
 Every real stretch ends with a mark, which records a new CUDA event: host time the simulation does not charge
 (it charges event records nothing). The stretch that holds almost nothing else (`moe.splits`: a few list
-comprehensions, ~1 µs of Python) measures it: ~33 µs at the mean host (31-35 µs raw on calls 31 and 33; in a
-tight loop on an uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: call 35). It is taken off every real
-stretch before the differences; session 13's fit had not, and each of its terms carried one mark. Call 41 timed
-a mark's cost directly, from marked and unmarked steps of one run (benchmarks/host/mark_cost.py): 43-47 µs of step
-time on 2 ranks; on 4 ranks whole runs suggest 8-28. The moe.splits estimate stands between them.
+comprehensions, ~1 µs of Python) measures it: ~33 µs at the mean host (31-35 µs raw on two leases; in a tight
+loop on an uncontended lease a mark costs 8.4 µs, an `x + 1` 7.9: data/h200/host/marks/event_record/). It is taken
+off every real stretch before the differences. data/h200/host/marks/in_situ/ timed a mark's cost directly, from
+marked and unmarked steps of one run (benchmarks/host/mark_cost.py): 43-47 µs of step time on 2 ranks; on 4 ranks
+whole runs suggest 8-28. The moe.splits estimate stands between them.
 
-The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. Reaching the fitted
-constants, a rerun prints differences near zero.
+The layer's end (zeros_like, index_add, a cast, the residual add) is printed as a check. The four constants go to
+src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py); a rerun from them prints differences near zero.
 
-    python benchmarks/host/fit_moe.py        # one simulation, about a minute on two cores
+    python -m benchmarks.host.fit_moe [--specs DIR]     # one simulation, about a minute on two cores
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import SPECS, data_dir, relative
 from benchmarks.host import leases
 from benchmarks.e2e.compare_timeline import load_intervals
 from benchmarks.host.fit_dtensor import timeline_at_mean_host
 from phantora.models.host import H200_HOST
 
-REAL = [ROOT / "data" / "h200" / "call31" / "timeline" / "moe_ep4_routed",
-        ROOT / "data" / "h200" / "call39" / "timeline" / "moe_ep4"]
+GPU = "h200"
+TIMELINES = data_dir(GPU, "e2e", "timelines", "runs")
+REAL = [TIMELINES / "2026-11-22-28" / "moe_ep4_routed", TIMELINES / "2026-11-22-35" / "moe_ep4"]
 WORLD, EXPERTS = 4, 8
 MOE = ["--dim", "2048", "--ffn-dim", "4096", "--experts", str(EXPERTS), "--top-k", "2", "--n-layers", "8",
        "--tokens", "8192", "--steps", "8"]
@@ -84,6 +85,9 @@ def simulate(out: str) -> dict[str, float]:
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    args = p.parse_args()
     real = at_average_lease(REAL)
     with tempfile.TemporaryDirectory() as out:
         sim = simulate(out)
@@ -116,6 +120,12 @@ def main() -> None:
     print(f"index_extra_ns = {c.index_extra_ns / 1e3 + missing('moe.gather'):.1f} µs (now {c.index_extra_ns / 1e3:.1f})")
     print(f"check, the layer's end: {real['L1.fwd_end'] - mark:.0f} µs at the average lease less the mark, "
           f"{sim['L1.fwd_end']:.0f} simulated")
+    fitted_us = {"all_to_all_extra_ns": c.all_to_all_extra_ns / 1e3 + a2a, "async_collective_op_ns": base,
+                 "async_collective_per_output_ns": per_output,
+                 "index_extra_ns": c.index_extra_ns / 1e3 + missing("moe.gather")}
+    constants = {name: int(round(us * 10)) * 100 for name, us in fitted_us.items()}  # to 0.1 µs, in ns
+    source = f"benchmarks/host/fit_moe.py on {', '.join(relative(d) for d in REAL)}"
+    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

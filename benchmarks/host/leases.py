@@ -71,6 +71,18 @@ def lease_of_path(path: str) -> str | None:
             return lease
     if parts[:2] == ("e2e", "timelines") and len(parts) > 2:
         return FIRST_TIMELINES.get(parts[2])
+    return lease_of_leaf(Path(path))
+
+
+def lease_of_leaf(path: Path) -> str | None:
+    """The one lease the meta.json of the measurement holding `path` names, None if it names several or none."""
+    for folder in (path, *path.parents):
+        if folder == DATA or DATA not in folder.parents:
+            return None
+        meta = folder / "meta.json"
+        if meta.exists():
+            lease = json.loads(meta.read_text()).get("lease")
+            return lease if isinstance(lease, str) and LEASE.fullmatch(lease) else None
     return None
 
 

@@ -8,7 +8,7 @@ cancels the drift of a run whose steps get faster as its GEMM shapes repeat) ove
 its host-bound forward is the cost of one mark there. Prints, per run: steps of each kind, their medians, the
 paired difference and the implied µs per forward mark.
 
-    python benchmarks/host/mark_cost.py data/h200/host/marks/in_situ/moe_ep2_r1 [...]
+    python -m benchmarks.host.mark_cost data/h200/host/marks/in_situ/moe_ep2_r1 [...]
         (a directory holding the run's rank0.json and, beside it, DIR.log with the script's JSON line)
 """
 

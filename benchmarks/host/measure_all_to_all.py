@@ -53,9 +53,9 @@ def per_call_us(fn, n: int, repeats: int = 5) -> list[float]:
 
 
 def probe() -> dict:
-    here = os.path.dirname(os.path.abspath(__file__))
-    done = subprocess.run([sys.executable, os.path.join(here, "host_probe.py"), "--label", "a2a"],
-                          capture_output=True, text=True)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-m", "benchmarks.common.host_probe", "--label", "a2a"],
+                          capture_output=True, text=True, cwd=repo)
     return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else {}
 
 

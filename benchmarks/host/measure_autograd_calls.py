@@ -8,10 +8,12 @@ import torch
 import torch.nn as nn
 
 from benchmarks.host.measure_calls import BF16, DEV, DRY, count_ops, sync, timeit
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import out_dir
 
 
 def main():
+    write_meta(out_dir(), __file__)
     N = 200 if DRY else 5000
     a = torch.ones(1, device=DEV, requires_grad=True)
     b = torch.ones(1, device=DEV)

@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import Recorder, out_dir
 
 DRY = os.environ.get("PH_DRY") == "1"
@@ -55,6 +56,7 @@ def count_ops(fn):
 
 
 def main():
+    write_meta(out_dir(), __file__)
     N = 200 if DRY else 5000
     a = torch.ones(1, device=DEV)
     b = torch.ones(1, device=DEV)

@@ -1,7 +1,7 @@
 """What a mixture-of-experts FFN's host pays the first time cuBLAS runs a GEMM kernel in the process.
 
 moe_a2a.py's expert FFNs (`(silu(xe @ w1[j]) * (xe @ w3[j])) @ w2[j]` under bf16 autocast) get a new row count
-almost every call, and in its 4-GPU timelines (calls 31 and 39) a few FFN calls per step take 4-5 ms of host time
+almost every call, and in its 4-GPU timelines (data/h200/e2e/timelines/runs/{2026-11-22-28,2026-11-22-35}/) a few FFN calls per step take 4-5 ms of host time
 in the forward and 6-23 ms in the backward, against ~0.7 and ~4 ms: at the same calls on two leases, and never
 with balanced routing (fixed row counts). One GPU is enough to see why. This script replays the row counts that
 one rank's experts got in those timelines (their "notes"), in a fresh process, with every FFN call's forward and
@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from benchmarks.common.env import write_meta
 
 DIM, FFN, LOCAL_EXPERTS = 2048, 4096, 2
 MM_TAG = "phantora_mm#"
@@ -165,6 +167,7 @@ def main() -> None:
     p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"))
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
     t0 = time.time()
     result = replay(args) if args.replay else sweep(args)
     result.update(module_loading=os.environ.get("CUDA_MODULE_LOADING", "default"), torch=torch.__version__,

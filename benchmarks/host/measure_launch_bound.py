@@ -13,8 +13,8 @@ under `torch.profiler` (CPU only): time inside top-level aten ops vs the rest.
 Runs unchanged under `phantora run` (profiler and call counts skipped there), so the simulated
 phases can be compared with the real ones:
 
-    python3 benchmarks/host/measure_launch_bound.py                      # on the H200, writes $OUT/launch_bound.json
-    phantora run --gpu h200 -- python benchmarks/host/measure_launch_bound.py --out /tmp/sim.json
+    python -m benchmarks.host.measure_launch_bound                      # on the H200, writes $OUT/launch_bound.json
+    phantora run --gpu h200 -- python -m benchmarks.host.measure_launch_bound --out /tmp/sim.json
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import time
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
+
+from benchmarks.common.env import write_meta
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIMULATED = "PHANTORA_RUN_CONFIG" in os.environ
@@ -198,14 +200,14 @@ VARIANTS = {
     # the host-bound llama of data/h200/host/phases/phases.json (the benchmark's op sequence, tiny shapes)
     "llama_phases28": (llama_setup, {"dim": 384, "n_layers": 28, "n_heads": 24, "n_kv_heads": 8, "ffn_dim": 512,
                                      "vocab": 1024, "seq": 64, "batch": 1}, True),
-    # the other two of data/h200/host/phases/phases.json (not measured in call 4; kept to simulate them)
+    # the other two of data/h200/host/phases/phases.json (not in data/h200/host/launch_bound/; kept to simulate them)
     "llama_phases16": (llama_setup, {"dim": 256, "n_layers": 16, "n_heads": 16, "n_kv_heads": 8, "ffn_dim": 512,
                                      "vocab": 1024, "seq": 64, "batch": 1}, True),
     "llama_phases8": (llama_setup, {"dim": 384, "n_layers": 8, "n_heads": 24, "n_kv_heads": 8, "ffn_dim": 512,
                                     "vocab": 1024, "seq": 64, "batch": 1}, True),
 }
-CALL4 = [n for n in VARIANTS if n not in ("llama_phases16", "llama_phases8", "nano_pinned", "nano_w2_nopin")]
-"""The variants measured in data/h200/call4 (the default list)."""
+DEFAULT_VARIANTS = [n for n in VARIANTS if n not in ("llama_phases16", "llama_phases8", "nano_pinned", "nano_w2_nopin")]
+"""The variants measured in data/h200/host/launch_bound/ (the default list)."""
 
 
 def profile_step(step, amp: bool) -> dict:
@@ -282,7 +284,8 @@ def main() -> None:
     p.add_argument("--no-extras", action="store_true", help="skip the call counts and the profiled step")
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_bound.json"))
     a = p.parse_args()
-    names = [n for n in a.only.split(",") if n] or CALL4
+    write_meta(os.path.dirname(os.path.abspath(a.out)), __file__)
+    names = [n for n in a.only.split(",") if n] or DEFAULT_VARIANTS
     results = []
     for name in names:
         t0 = time.monotonic()

@@ -5,7 +5,7 @@ every mark; the simulation charges no host time for event records. How much does
 compared with a small kernel op issued from Python? Each variant runs N times back to back, 5 rounds
 interleaved; prints one JSON line per variant with the per-call median over rounds (µs).
 
-    python3 benchmarks/host/measure_marks.py [--n 2000]
+    python -m benchmarks.host.measure_marks [--n 2000]
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import Recorder, out_dir
 from benchmarks.kernels.measure_in_step import DEV, DRY, load_workload, sync
 
@@ -73,6 +74,7 @@ def run(dims, steps=12):
 
 
 def main():
+    write_meta(out_dir(), __file__)
     out = []
     for dims in [dict(dim=384, n_layers=28, n_heads=24, n_kv_heads=8, ffn_dim=512, vocab=1024, seq=64, batch=1),
                  dict(dim=256, n_layers=16, n_heads=16, n_kv_heads=8, ffn_dim=512, vocab=1024, seq=64, batch=1),

@@ -2,9 +2,9 @@
 
 Writes an ops file of the MoE's forward expert GEMM (bf16 [m, 2048] x [2048, 4096]) at a few row counts m, runs
 `phantora profile` on it (the profiler timer), and prints, per m, the kernels the new database entry names beside
-the shipped table's kernel (src/phantora/data/h200/gemm_kernels.json, from call 45's sweep).
+the shipped table's kernel (src/phantora/specs/h200/gemm_kernels.json, from data/h200/kernels/gemm_kernels/).
 
-    PYTHONPATH=src python3 benchmarks/kernels/check_profile.py OUT_DIR
+    python -m benchmarks.kernels.check_profile OUT_DIR
 """
 
 from __future__ import annotations

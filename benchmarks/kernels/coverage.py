@@ -3,14 +3,14 @@ covered by the shipped H200 kernel database.
 
 Each configuration of `benchmarks/e2e/configs.json` is simulated briefly (4 steps where every step
 runs the same shapes) and its `ops.jsonl` is kept in OUT/ops/NAME.jsonl. `phantora profile OUT/ops --only-missing` on an H200 then
-measures what the database lacks (benchmarks/h200/call18.sh). The table printed at the end gives, per
+measures what the database lacks (`benchmarks/common/run_subject.sh kernels coverage_missing`). The table printed at the end gives, per
 configuration, its signatures and the share of its simulated kernel time (calls x estimate) that each
 cost source (measured database, analytic model, generic estimate) provides.
 
-    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage        # all configurations
-    python benchmarks/kernels/coverage.py --out /tmp/cov --only moe_ep4   # some
-    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage --table-only
-    python benchmarks/kernels/coverage.py --out data/h200/e2e/coverage --table-only --measured data/h200/call18/coverage_kernels.jsonl
+    python -m benchmarks.kernels.coverage --out data/h200/e2e/coverage        # all configurations
+    python -m benchmarks.kernels.coverage --out /tmp/cov --only moe_ep4   # some
+    python -m benchmarks.kernels.coverage --out data/h200/e2e/coverage --table-only
+    python -m benchmarks.kernels.coverage --out data/h200/e2e/coverage --table-only --measured data/h200/kernels/micro/coverage_missing/coverage_kernels.jsonl
 
 With `--measured DB`, the ops that the simulations costed with the analytic model and DB has measured
 since are an out-of-sample test of that model: per kernel class, the estimate recorded in the ops files

@@ -1,6 +1,6 @@
 """Leave-some-out error of the analytic compute model against the H200 measurements.
 
-    python benchmarks/kernels/error.py [--folds 5]
+    python -m benchmarks.kernels.error [--folds 5]
 
 Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
 in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its

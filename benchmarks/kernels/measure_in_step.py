@@ -18,6 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import Recorder, attach_kernels, new_profile, out_dir, write_jsonl_gz
 
 DRY = os.environ.get("PH_DRY") == "1"
@@ -39,6 +40,7 @@ def sync():
 
 
 def main():
+    write_meta(out_dir(), __file__)
     mod = load_workload()
     if DRY:
         a = argparse.Namespace(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, vocab=256, seq=32, batch=1)

@@ -21,6 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import Recorder, attach_kernels, new_profile, out_dir, write_jsonl_gz
 
 DRY = os.environ.get("PH_DRY") == "1"
@@ -466,6 +467,7 @@ def run_family(name, configs, make, all_rows, kn, errors):
 
 
 def main():
+    write_meta(out_dir(), __file__)
     fams = os.environ.get("PH_FAMILIES", ",".join(FAMILIES)).split(",")
     all_rows, kn, errors = [], {}, []
     for name in fams:

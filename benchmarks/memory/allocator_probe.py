@@ -2,7 +2,7 @@
 
 Run on a machine with one CUDA GPU:
 
-    python benchmarks/memory/allocator_probe.py --out data/h200/memory/allocator_probe.json
+    python -m benchmarks.memory.allocator_probe --out data/h200/memory/allocator_probe.json
 
 Each scenario runs in a fresh subprocess (fresh allocator state, its own
 PYTORCH_CUDA_ALLOC_CONF). A scenario is a list of operations (malloc, free,
@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 from typing import Any, Callable
+
+from benchmarks.common.env import write_meta
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -427,6 +429,7 @@ def main() -> None:
         with open(args.out, "w") as f:
             json.dump(result, f)
         return
+    write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
 
     import torch
 

@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from benchmarks.common.env import write_meta
 from benchmarks.common.encode import out_dir
 
 
@@ -24,6 +25,7 @@ def reading(label):
 
 
 def main():
+    write_meta(out_dir(), __file__)
     res = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__,
            "cuda": torch.version.cuda, "python": sys.version}
     if not torch.cuda.is_available():

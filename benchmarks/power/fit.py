@@ -1,20 +1,23 @@
-"""Fit the H200 power model (src/phantora/models/power.py) from call 21's NVML samples.
+"""Fit the H200 power model (src/phantora/models/power.py) from NVML samples (data/h200/power/nvml/).
 
-    python benchmarks/power/fit.py [--step NAME=TRACE.json ...]
+    python -m benchmarks.power.fit [--step NAME=TRACE.json ...] [--specs DIR]
 
-From `data/h200/call21/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
+From `data/h200/power/nvml/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
 - `idle_w`: the power between runs (clocks up, nothing running);
 - `pj_per_byte`: a bf16 add of two 256 MiB tensors, continuously: power over idle / bytes per second;
 - `pj_per_tensor_flop`: 8192^3 bf16 GEMMs, continuously, throttled: power over idle times the GEMM's
   time is its energy; less its bytes' energy, per FLOP.
 
-Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration measured in call 21, or
-`torchtitan` in call 22), the power its last simulated step demands (kernel energies over the step time)
+Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration in data/h200/power/nvml/, or
+`torchtitan` in its runs/), the power its last simulated step demands (kernel energies over the step time)
 against the average power NVML measured over the real steps (`timeline/NAME` gives their wall-clock
 span), and its energy against the real step's (measured power above the baseline times the measured
 step). Simulate without the power cap (`--no-power-cap`) to see what the model is asked for. The database's kernel
 times come from the 3B one-GPU step, so its gap is the GPU's baseline under load beyond `idle_w`
 (temperature, clock tree); that baseline is `PowerCap.idle_w`.
+
+Writes `pj_per_byte`, `pj_per_tensor_flop` and, with `--step`, `idle_w` (the baseline) to
+src/phantora/specs/<gpu>/power.json (benchmarks/common/fitted.py).
 """
 
 from __future__ import annotations
@@ -27,12 +30,17 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.compare_step import last_step_kernels
 from phantora.models.power import H200_POWER, PowerCap
 
-DATA = REPO / "data/h200/call21"
+GPU = "h200"
+DATA = data_dir(GPU, "power", "nvml")
+TIMELINES = data_dir(GPU, "e2e", "timelines", "runs", "2026-11-22-18")
+"""The layer timelines taken with DATA's NVML samples (the same lease): their steps' wall-clock span."""
+TORCHTITAN = DATA / "runs" / "2026-11-22-19"
+"""TorchTitan's run under NVML, on a later lease."""
 GEMM_FLOPS = 2 * 8192**3
 GEMM_BYTES = 3 * 8192 * 8192 * 2
 ADD_BYTES = 3 * 128 * 2**20 * 2
@@ -74,15 +82,15 @@ def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[fl
 
 
 def measured_step_power(name: str, gpu: int = 0) -> float:
-    """Mean NVML power of GPU `gpu` over the real steps after the third (call 21's layer timeline), or, for
+    """Mean NVML power of GPU `gpu` over the real steps after the third (TIMELINES's layer timeline), or, for
     a run with no timeline (TorchTitan), over the middle half of the time it drew more than 300 W."""
-    timeline = DATA / "timeline" / name / f"rank{gpu}.json"
+    timeline = TIMELINES / name / f"rank{gpu}.json"
     if timeline.exists():
         starts = json.loads(timeline.read_text())["wall_start_s"]
         t0, t1 = starts[3], starts[-1]
         power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
     else:
-        power = samples(REPO / "data/h200/call22" / f"nvml_{name}.csv.gz", gpu)
+        power = samples(TORCHTITAN / f"nvml_{name}.csv.gz", gpu)
         busy = [t for t, p in power if p > 300]
         t0, t1 = busy[0] + 0.3 * (busy[-1] - busy[0]), busy[0] + 0.8 * (busy[-1] - busy[0])
     return statistics.fmean(p for t, p in power if t0 <= t < t1)
@@ -91,7 +99,7 @@ def measured_step_power(name: str, gpu: int = 0) -> float:
 def measured_step_ms(name: str) -> float:
     """The configuration's median step in our own runs (benchmarks/e2e/configs.json), also for a dev-set
     configuration, whose reference (accuracy.measured) is the dev set's: the NVML samples are from our runs."""
-    configs = json.loads((REPO / "benchmarks/e2e/configs.json").read_text())["configs"]
+    configs = json.loads((BENCHMARKS / "e2e" / "configs.json").read_text())["configs"]
     config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
     measured = config.get("measured") or config["remeasured"]
     return measured["step_ms"]["median"]
@@ -100,7 +108,8 @@ def measured_step_ms(name: str) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--step", action="append", default=[], metavar="NAME=TRACE",
-                   help="a Phantora trace.json of call 21's configuration NAME (llama_l3b_1gpu first)")
+                   help="a Phantora trace.json of configuration NAME of data/h200/power/nvml/ (llama_l3b_1gpu first)")
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
     fit = fit_duty()
     cap = PowerCap(cap_w=H200_POWER.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
@@ -116,9 +125,13 @@ def main() -> int:
         print(f"{name}: simulated step {seconds * 1e3:.1f} ms, {energy:.1f} J -> {demanded:.0f} W at idle "
               f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured "
               f"{measured:.0f} W, so {real_j:.0f} J per real step above the baseline")
+    constants = {"pj_per_tensor_flop": round(fit["pj_per_tensor_flop"], 3), "pj_per_byte": round(fit["pj_per_byte"])}
     if baseline is not None:
         print(f"baseline under load (idle_w): {baseline:.0f} W")
+        constants["idle_w"] = float(round(baseline))
     print(f"shipped: {H200_POWER}")
+    source = f"benchmarks/power/fit.py on {relative(DATA)}"
+    print(f"wrote {update_fitted(GPU, 'power', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
     return 0
 
 

@@ -32,12 +32,15 @@ import argparse
 import ctypes
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from typing import IO, Callable
+
+from benchmarks.common.env import write_meta
 
 QUERY = "timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
 
@@ -269,6 +272,7 @@ def main() -> int:
     for mode in ("gemm", "duty", "controller"):
         sub.add_parser(mode).add_argument("--out", required=True)
     args = p.parse_args()
+    write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
     if shutil.which("nvidia-smi") is None:
         raise SystemExit("gpu_clocks.py: nvidia-smi not found (run it on the GPU machine)")
     if args.mode in ("sample", "nvml") and args.command[:1] == ["--"]:

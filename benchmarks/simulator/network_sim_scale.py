@@ -1,6 +1,6 @@
 """Wall time of the network simulator on synthetic training steps (3-D parallel traffic), 8 to 1024 GPUs.
 
-    python benchmarks/simulator/network_sim_scale.py [--gpus 8 64 512 1024] [--layers 16]
+    python -m benchmarks.simulator.network_sim_scale [--gpus 8 64 512 1024] [--layers 16]
 
 One "step": per layer, a tensor-parallel all_reduce inside every node (forward and backward), a
 pipeline send between stages, and data-parallel reduce_scatter + all_gather buckets across nodes for

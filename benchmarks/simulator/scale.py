@@ -1,8 +1,8 @@
 """Scale benchmark (issue 3): simulator wall time per simulated step and peak host memory vs ranks.
 
-    python benchmarks/simulator/scale.py                              # FSDP2 Llama, 2, 8 and 32 ranks
-    python benchmarks/simulator/scale.py --ranks 2,8 --parallel ddp --steps 8 --name ddp
-    python benchmarks/simulator/scale.py --diff-steps 4               # also cross-check the per-step time
+    python -m benchmarks.simulator.scale                              # FSDP2 Llama, 2, 8 and 32 ranks
+    python -m benchmarks.simulator.scale --ranks 2,8 --parallel ddp --steps 8 --name ddp
+    python -m benchmarks.simulator.scale --diff-steps 4               # also cross-check the per-step time
 
 Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu h200` at each rank count
 (up to 8: one node of N; above: N/8 nodes of 8), one run at a time, and measures from outside:

@@ -1,6 +1,6 @@
 """Records per second through one rank's socket to the coordinator server.
 
-    python benchmarks/simulator/transport_throughput.py [--records 2000000] [--batch 256]
+    python -m benchmarks.simulator.transport_throughput [--records 2000000] [--batch 256]
 
 A client process (a stand-in rank: `RankClient`, as the rank runtime uses it) sends kernel records in
 batches, with a SyncRequest every 64 batches (one round trip each) and RankFinished at the end. The

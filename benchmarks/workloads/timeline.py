@@ -26,7 +26,7 @@ With PHANTORA_BENCH_MARK_AB=1 (real runs) the recorded steps alternate between m
 usual (from the first recorded step: off, on, off, ...), and the file gets "marked_steps": which step indices
 were marked. The script's own step times then tell what the marks cost in situ (benchmarks/host/mark_cost.py).
 
-A mark costs a real host 30-50 µs in situ (a new event and its record: call 41, benchmarks/host/mark_cost.py;
+A mark costs a real host 30-50 µs in situ (a new event and its record: data/h200/host/marks/in_situ/, benchmarks/host/mark_cost.py;
 8 µs in a tight loop); the simulation charges it nothing, so fits on stretches between marks take it off.
 """
 

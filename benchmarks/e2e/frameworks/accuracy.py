@@ -6,9 +6,9 @@ data/frameworks/<gpu>/<name>.log, run the same program with the same arguments u
 after the first 3 steps) and peak memory, the error, and the simulator's own cost. Every row is held out: no
 model constant was fitted on these programs.
 
-    python benchmarks/e2e/frameworks/accuracy.py                  # every measured configuration
-    python benchmarks/e2e/frameworks/accuracy.py --gpu h200 --only hf_loop_llama1b --json rows.json
-    python benchmarks/e2e/frameworks/accuracy.py --rescore rows.json   # print a table from earlier rows
+    python -m benchmarks.e2e.frameworks.accuracy                  # every measured configuration
+    python -m benchmarks.e2e.frameworks.accuracy --gpu h200 --only hf_loop_llama1b --json rows.json
+    python -m benchmarks.e2e.frameworks.accuracy --rescore rows.json   # print a table from earlier rows
 """
 
 from __future__ import annotations
