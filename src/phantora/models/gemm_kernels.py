@@ -3,7 +3,7 @@
 Note [First launch of a cuBLAS kernel]
 The first time a process launches a given cuBLAS kernel (on the H200: an `nvjet_sm90_*` kernel) its host
 spends 3-5 ms in the GEMM call, on top of choosing an algorithm for a new problem (`gemm_select_ns`).
-CUDA_MODULE_LOADING=EAGER does not remove it (data/h200/call44). Steps of fixed shapes pay it in their first
+CUDA_MODULE_LOADING=EAGER does not remove it (data/h200/host/first_launch). Steps of fixed shapes pay it in their first
 step. A mixture-of-experts layer's experts get a new row count almost every call, cuBLAS picks one of ~15
 kernels per GEMM by the row count, and a new pick stalls the rank's host: moe_a2a's 4-GPU timelines show
 4-5 ms forward and 6-23 ms backward stalls at the same calls on two leases (calls 31 and 39), in steps 3-10

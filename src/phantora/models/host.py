@@ -66,7 +66,7 @@ what the rest of this model charges inside them: the mean exclusive host time of
 steps on the H200 machine minus the same in Phantora's simulation of those steps (torch 2.11 on the
 GPU machine; benchmarks/e2e/profile_steps.py --host-calls, data/h200/host/calls/library/, compared with
 benchmarks/host/compare_calls.py). FSDP2's were fitted again in session 16 at the average lease
-(benchmarks/host/fit_fsdp.py): calls 41 and 43 (data/h200/call4{1,3}/host_calls: the ground-truth command of
+(benchmarks/host/fit_fsdp.py): calls 41 and 43 (data/h200/host/fsdp/runs/: the ground-truth command of
 llama_l1b_fsdp2 and batch-1 runs with one and four micro-steps), two leases whose speed their ground-truth runs give
 (0.87 and 1.07 of the average), pooled with session 4's runs on 2 and 4 GPUs and call 36's, whose leases' speeds
 (0.93, 1.08) come from the same commands' calls on calls 41 and 43. `post_backward` takes ~0.7x as long on 4 ranks
@@ -93,14 +93,14 @@ class HostConstants:
     """Extra for an op that allocates its output through the caching allocator (a+b 9.2 µs vs add(out=) 7.5 µs)."""
     framework_ns: int = 10_800
     """Per kernel op issued from Python (not by the backward engine): Python binding, autograd recording,
-    autocast, the statements around it (launch-bound steps, data/h200/call4, at the average lease: call 4's
+    autocast, the statements around it (launch-bound steps, data/h200/host/launch_bound, at the average lease: call 4's
     times over its lease index 1.093, benchmarks/host/leases.py; 11.8 µs at call 4's speed; was 9000 from call 3)."""
     module_call_ns: int = 22_200
     """Per `nn.Module` call: `__call__` and the Python of its `forward` beyond its ops (fitted with
     `framework_ns` on forward phases; an identity module called in a hot loop takes 0.85 µs)."""
     autograd_node_ns: int = 14_400
     """Per autograd node the backward engine runs; its ops pay dispatch and launch only (fitted on
-    backward phases, data/h200/call4)."""
+    backward phases, data/h200/host/launch_bound)."""
     optimizer_step_ns: int = 182_600
     """Python of one `optimizer.step()` beyond its ops (median over 12 measured steps, fused and foreach
     AdamW, 12-255 parameters: the per-tensor cost is in the foreach / fused terms, the per-launch cost in
@@ -131,7 +131,7 @@ class HostConstants:
     has not run before, on top of `gemm_extra_ns`; cuBLAS caches its choice, so a problem pays once.
     Steps of fixed shapes pay it in their first step only; a mixture-of-experts layer, whose experts'
     row counts change from call to call, pays it on most expert GEMMs (Note [Simulated routing] in
-    runtime/routing.py). Measured (benchmarks/host/measure_moe.py, data/h200/call11-13): a
+    runtime/routing.py). Measured (benchmarks/host/measure_moe.py, data/h200/host/moe): a
     bf16 [m, 256] x [256, 256] product of new m 218 µs more than of a repeated m on the host of the
     ground-truth runs (call 11, where `mm` takes 21 µs); on a host 1.8x as fast (calls 12, 13) the
     expert-sized products (k, n of 2048 and 4096, m or k ~4000: forward, input and weight gradient)

@@ -2,7 +2,7 @@
 
 Note [Contended hosts]
 On the H200 machines the host model was measured on (VMs), a process's main thread runs at one of two
-speeds, and which one changes about every half second (data/h200/call14/README.md; fit:
+speeds, and which one changes about every half second (data/h200/host/leases/README.md; fit:
 benchmarks/host/fit_contention.py over 459 host-speed probes of real runs on four leases; 1548 probes on
 nine leases give the same 0.53 and 1.48 in session 15):
 - about half the time (0.53; 0.28, 0.40, 0.72 and 0.85 on the four leases) its vCPU is contended below the

@@ -21,7 +21,7 @@ The average holds demanded power, not the throttled power the GPU really draws, 
 function of the workload and not a feedback loop: a stretched kernel adds its energy times its
 stretch. NCCL kernels add nothing (their power was not measured apart).
 
-Measured on 4x H200 (`data/h200/call21/`, NVML every 2 ms, `benchmarks/power/fit.py`):
+Measured on 4x H200 (`data/h200/power/nvml/`, NVML every 2 ms, `benchmarks/power/fit.py`):
 the constants below come from one GPU running GEMMs, adds and mixes of them; the training steps check
 them. The 1.5B and 3B Llama steps that the kernel database was measured in average 634-697 W at an
 SM clock of 1770-1870 MHz; the 8B FSDP2 step 682-689 W at 1560-1665 MHz, its backward slowing
@@ -68,7 +68,7 @@ class PowerCap:
 
 
 H200_POWER = PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827, pj_per_byte=120.0)
-"""H200 SXM (700 W limit), fitted by benchmarks/power/fit.py on data/h200/call21/. One GPU:
+"""H200 SXM (700 W limit), fitted by benchmarks/power/fit.py on data/h200/power/nvml/. One GPU:
 idle 125 W at 1980 MHz; adding two 256 MiB bf16 tensors (4.3 TB/s) draws 641 W (120 pJ/byte); 8192^3
 bf16 GEMMs back to back take 1.636 ms at 711 W, 0.96 J each (0.827 pJ/FLOP). The baseline under load
 (`idle_w`, 184 W) is what makes the 3B one-GPU step, whose kernels the database holds, demand the

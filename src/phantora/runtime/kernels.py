@@ -11,7 +11,7 @@ because the Python dispatch mode (and FakeTensor's own dispatch) intercepts firs
 A second kind has no CPU kernel at all: `_fused_rms_norm` (what `F.rms_norm` and `nn.RMSNorm`
 call) has a CUDA kernel and a derivative (`_fused_rms_norm_backward`) on a GPU build, and only its
 decomposition elsewhere. Unregistered, TorchTitan's 8B step gained ~250 ms of pow, mean, rsqrt and
-multiplications per step (data/h200/call22/: the real step runs one norm kernel each way).
+multiplications per step (data/h200/e2e/step_profiles/runs/2026-11-22-19/: the real step runs one norm kernel each way).
 
 Note: [Ops that skip the Python dispatch]
 `no_dispatch()` (torch.utils._mode_utils: `_DisableTorchDispatch`) turns Python dispatch off, so an op

@@ -11,9 +11,9 @@ dim <= 256 and a multiple of 8, no explicit mask, compute capability >= 8.0), th
 attention, then math. Under autocast the inputs are first cast as autocast casts
 `scaled_dot_product_attention` (its lower-precision list): Hugging Face Llama's float32 queries and keys
 after RoPE run bf16 attention, as on a GPU, not float32 memory-efficient attention. Measured on an H200 with torch 2.11: the llama benchmark's SDPA ran cuDNN
-kernels (data/h200/call1b). With `enable_gqa` cuDNN and flash attention take the grouped key/value
+kernels (data/h200/kernels/in_step/llama3b). With `enable_gqa` cuDNN and flash attention take the grouped key/value
 heads as they are: TorchTitan's step runs no copies before its attention, and cuDNN's backward
-reduces the gradients of the grouped heads itself (`fmha_reduce_head`, data/h200/call22).
+reduces the gradients of the grouped heads itself (`fmha_reduce_head`, data/h200/e2e/step_profiles/runs/2026-11-22-19).
 """
 
 from __future__ import annotations
