@@ -11,8 +11,9 @@ problem and kernel). A call's first-pass host time less its
 second-pass time is regressed on the kernels it launched for the first time in the process (by the table) and
 on the GEMM problems it ran for the first time: the costs of a first kernel launch and of a new problem's
 algorithm selection. Both leases' probes were uncontended, so the costs are scaled to the mean host by the
-contention model's mean factor. With --write, `gemm_kernel_load_ns` and `gemm_select_ns` go to
-src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py).
+contention model's mean factor. With --write, `gemm_kernel_load_ns` goes to src/phantora/specs/<gpu>/host.json
+(benchmarks/common/fitted.py); the new problem's cost is printed beside `gemm_select_ns`, which
+data/h200/host/moe/ measures directly.
 
     python -m benchmarks.kernels.gemm_kernels [--write] [--specs DIR]
 """
@@ -127,7 +128,7 @@ def round_to(ns: float, step: int) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true",
-                   help=f"write specs/{GPU}/{TABLE} and the first-launch constants in specs/{GPU}/host.json")
+                   help=f"write specs/{GPU}/{TABLE} and the first-launch constant in specs/{GPU}/host.json")
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
     sweep = json.loads(gzip.decompress(SWEEP.read_bytes()))
@@ -157,8 +158,7 @@ def main() -> None:
         out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
         print(f"wrote {out} ({out.stat().st_size} bytes)")
         source = f"benchmarks/kernels/gemm_kernels.py on {relative(FIRST_LAUNCH)} and {relative(SWEEP)}"
-        constants = {"gemm_kernel_load_ns": round_to(per_kernel * scale * 1e3, 100_000),
-                     "gemm_select_ns": round_to(per_problem * scale * 1e3, 10_000)}
+        constants = {"gemm_kernel_load_ns": round_to(per_kernel * scale * 1e3, 100_000)}
         print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
 
 

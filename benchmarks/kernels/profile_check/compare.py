@@ -1,5 +1,5 @@
 """Compare the GPU runs' measurements with the shipped H200 database (run anywhere:
-`python data/h200/kernels/profile_check/compare.py > data/h200/kernels/profile_check/comparison.txt`).
+`python -m benchmarks.kernels.profile_check.compare > data/h200/kernels/profile_check/comparison.txt`).
 
 Shipped entries for the llama ops are in-step measurements (origin llama_step); where the shipped
 microbenchmarks (data/h200/kernels/micro/sweeps/micro_ops.jsonl.gz, cold L2, same method as `phantora profile`)
@@ -15,13 +15,14 @@ from phantora.models.compute import ComputeModel, KernelDatabase, opcall_from_re
 from phantora.profiler.oplog import decode_op, read_ops
 from phantora.specs import get_gpu_spec
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-run1 = KernelDatabase.load(HERE / "gpu_run" / "llama_profiler.jsonl")
-run2 = KernelDatabase.load(HERE / "gpu_run2" / "llama_profiler.jsonl")
-events = KernelDatabase.load(HERE / "gpu_run" / "llama_events.jsonl")
+ROOT = Path(__file__).resolve().parents[3]
+CHECK = ROOT / "data" / "h200" / "kernels" / "profile_check"
+"""The validation's data (this script's output goes beside it)."""
+run1 = KernelDatabase.load(CHECK / "gpu_run" / "llama_profiler.jsonl")
+run2 = KernelDatabase.load(CHECK / "gpu_run2" / "llama_profiler.jsonl")
+events = KernelDatabase.load(CHECK / "gpu_run" / "llama_events.jsonl")
 shipped = KernelDatabase.packaged("h200")
-ops = read_ops(HERE / "ops_llama3b_l2.jsonl").records
+ops = read_ops(CHECK / "ops_llama3b_l2.jsonl").records
 analytic = ComputeModel(get_gpu_spec("h200"), KernelDatabase("h200"))
 
 micro: dict[str, list[int]] = {}

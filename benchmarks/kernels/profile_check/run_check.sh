@@ -12,7 +12,7 @@ python3 -c "import numpy; print('numpy', numpy.__version__)" || echo "numpy: not
 python3 -c "import matplotlib; print('matplotlib', matplotlib.__version__)" || echo "matplotlib: not installed"
 python3 -c "import sys, phantora.cli.profile, phantora.profiler.run, phantora.profiler.onthefly; print('numpy/matplotlib loaded by the profile path:', sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'matplotlib'))[:5])"
 } 2>&1 | tee $OUT/env.txt
-python3 $D/profiler_probe.py 2>&1 | tee $OUT/probe.log
+python3 benchmarks/kernels/profile_check/profiler_probe.py 2>&1 | tee $OUT/probe.log
 echo "probe done at ${SECONDS} s"
 python3 -m phantora.profiler $D/ops_llama3b_l2.jsonl --out $OUT/llama_profiler.jsonl --time-limit 90 2>&1 | tee $OUT/llama_profiler.log
 echo "done at ${SECONDS} s"
@@ -20,5 +20,5 @@ python3 -m phantora.profiler $D/ops_llama3b_l2.jsonl --out $OUT/llama_events.jso
 echo "done at ${SECONDS} s"
 python3 -m phantora.profiler $D/ops_nanogpt.jsonl --out $OUT/nanogpt_profiler.jsonl --time-limit 35 2>&1 | tee $OUT/nanogpt_profiler.log
 echo "done at ${SECONDS} s"
-timeout 90 python3 $D/worker_check.py $D/ops_llama3b_l2.jsonl 2>&1 | tee $OUT/worker_check.log
+timeout 90 python3 benchmarks/kernels/profile_check/worker_check.py $D/ops_llama3b_l2.jsonl 2>&1 | tee $OUT/worker_check.log
 echo "done at ${SECONDS} s"

@@ -7,7 +7,7 @@ D=data/h200/kernels/profile_check
 # back-to-back GEMMs before measuring, through a `spin_up_s` option since removed; output in gpu_run2/gemm_clock.log)
 python3 -m phantora.profiler $D/ops_llama3b_l2.jsonl --out $OUT/llama_profiler.jsonl --time-limit 60 2>&1 | grep -v "_warn_once\|UserWarning" | tee $OUT/llama_profiler.log
 echo "done at ${SECONDS} s"
-timeout 90 python3 $D/worker_check.py $D/ops_llama3b_l2.jsonl 2>&1 | grep -v "_warn_once\|UserWarning" | tee $OUT/worker_check.log
+timeout 90 python3 benchmarks/kernels/profile_check/worker_check.py $D/ops_llama3b_l2.jsonl 2>&1 | grep -v "_warn_once\|UserWarning" | tee $OUT/worker_check.log
 echo "done at ${SECONDS} s"
 python3 -m phantora.profiler $D/ops_llama3b_l2.jsonl --out $OUT/llama_missing.jsonl --only-missing 2>&1 | grep -v "_warn_once\|UserWarning" | tee $OUT/llama_missing.log
 echo "done at ${SECONDS} s"
