@@ -52,9 +52,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-WORKLOAD = REPO / "benchmarks" / "workloads" / "llama_train.py"
-OUT_DIR = REPO / "data" / "scale"
+from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+
+WORKLOAD = BENCHMARKS / "workloads" / "llama_train.py"
+OUT_DIR = DATA / "simulator" / "scale"
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 GPUS_PER_NODE = 8
 """An H200 HGX node."""

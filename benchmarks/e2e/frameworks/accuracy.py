@@ -1,7 +1,7 @@
 """Framework accuracy: Phantora's predictions for the framework programs of examples/ against their real runs.
 
 For each configuration of benchmarks/e2e/frameworks/configs.json and each GPU model with a measured log of it,
-data/frameworks/<gpu>/<name>.log, run the same program with the same arguments under Phantora on that GPU model
+data/<gpu>/e2e/frameworks/<name>.log, run the same program with the same arguments under Phantora on that GPU model
 (`phantora run` for one GPU, `phantora torchrun` for several) and print measured vs predicted step time (median
 after the first 3 steps) and peak memory, the error, and the simulator's own cost. Every row is held out: no
 model constant was fitted on these programs.
@@ -24,9 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGS = REPO / "benchmarks" / "frameworks" / "configs.json"
-DATA = REPO / "data" / "frameworks"
+from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+
+CONFIGS = BENCHMARKS / "e2e" / "frameworks" / "configs.json"
+
+
+def measured_dir(gpu: str) -> Path:
+    """data/<gpu>/e2e/frameworks/: the frameworks' own logs on that GPU model."""
+    return DATA / gpu / "e2e" / "frameworks"
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 WARMUP_STEPS = 3
 _MEGATRON_LINE = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+).*peak memory \(GiB\): ([\d.]+)"
@@ -86,13 +91,13 @@ def main() -> int:
     if args.rescore:
         return print_table(json.loads(args.rescore.read_text()))
     only = set(filter(None, args.only.split(",")))
-    gpus = [args.gpu] if args.gpu else sorted(p.name for p in DATA.iterdir() if p.is_dir())
+    gpus = [args.gpu] if args.gpu else sorted(p.name for p in DATA.iterdir() if measured_dir(p.name).is_dir())
     rows = []
     for gpu in gpus:
         for config in json.loads(CONFIGS.read_text())["configs"]:
             if only and config["name"] not in only:
                 continue
-            log = DATA / gpu / f"{config['name']}.log"
+            log = measured_dir(gpu) / f"{config['name']}.log"
             measured = parse_result(log.read_text()) if log.exists() else None
             if measured is None:
                 reason = "failed on the GPU" if log.exists() else "not measured"

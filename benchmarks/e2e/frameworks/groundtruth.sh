@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ground truth for the framework benchmark: run the configurations of configs.json (all, or those named) on the
 # real GPUs of this machine, each with a time limit, and keep each log as $OUT/<name>.log, beside gpus.csv (the
-# GPUs) and versions.txt. Copy them to data/frameworks/<gpu>/ for the GPU model they ran on. The machine needs
+# GPUs) and versions.txt. Copy them to data/<gpu>/e2e/frameworks/ for the GPU model they ran on. The machine needs
 # the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md).
 #     bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
 set -u
