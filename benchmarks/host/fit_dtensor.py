@@ -129,7 +129,7 @@ def simulate(config: str, world: int, args: list[str], out: str) -> tuple[list[f
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
-    args = p.parse_args()
+    options = p.parse_args()
     now = [H200_HOST.subclass_op_ns / 1000, H200_HOST.subclass_backward_op_ns / 1000,
            H200_HOST.subclass_op_per_tensor_ns / 1000]
     names = ("subclass_op_ns", "subclass_backward_op_ns", "subclass_op_per_tensor_ns")
@@ -151,7 +151,7 @@ def main() -> None:
                                                              for n, v, c in zip(names, pooled, now)))
     constants = {name: int(round(us * 10)) * 100 for name, us in zip(names, pooled)}  # to 0.1 µs, in ns
     source = f"benchmarks/host/fit_dtensor.py on {relative(TIMELINES)} (tp2, tp4, fsdp2_tp2, indexed leases)"
-    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=options.specs)}")
 
 
 if __name__ == "__main__":
