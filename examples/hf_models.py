@@ -3,7 +3,7 @@ downloaded), synthetic token batches, and the step timing every example prints.
 
 The model flags describe a Llama (dense) or a mixture-of-experts model (`--moe mixtral|qwen2_moe`); the
 defaults are tiny, so every example runs in seconds under Phantora. Each example prints one line per step
-and, on rank 0, a final JSON line that `benchmarks/accuracy.py` reads:
+and, on rank 0, a final JSON line that `benchmarks/e2e/accuracy.py` reads:
 {"script": ..., "step_s_median": ..., "max_mem_reserved_gib": ..., "max_mem_alloc_gib": ..., "tokens_per_s": ...}
 The median skips the first `WARMUP_STEPS` steps (the allocator, cuBLAS and NCCL warm up there).
 """

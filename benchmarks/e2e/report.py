@@ -2,11 +2,11 @@
 
 Two benchmarks compare Phantora with real runs and write their rows with `--json`:
 `benchmarks/e2e/accuracy.py` (the fitting set) and `benchmarks/e2e/frameworks/accuracy.py` (the framework
-programs, held out). This script copies such rows into `data/<gpu>/e2e/accuracy.json`, one file per GPU model,
+programs, held out). This script copies such rows into `data/<gpu>/e2e/accuracy/rows.json`, one file per GPU model,
 each row as its benchmark wrote it plus its set (from `benchmarks/e2e/split.toml`), the commit and the date;
 then it rewrites the table and the summary lines between the markers of docs/accuracy.md.
 
-    python benchmarks/e2e/report.py                          # rewrite the table from data/*/e2e/accuracy.json
+    python benchmarks/e2e/report.py                          # rewrite the table from data/*/e2e/accuracy/rows.json
     python benchmarks/e2e/report.py --check                  # exit 1 if docs/accuracy.md is not what it would write
     python benchmarks/e2e/report.py --import rows.json fw.json --commit abc1234   # store rows, then rewrite
 
@@ -19,10 +19,12 @@ import argparse
 import datetime
 import json
 import math
+import platform
 import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,18 +91,45 @@ def comparison(row: dict) -> Comparison:
         (measured["reserved_gib"], predicted["reserved_gib"] if predicted else None))
 
 
+ROWS_README = """# Predicted against measured, every configuration of the accuracy table
+
+`rows.json`: the rows of `benchmarks/e2e/accuracy.py` (the fitting set) and `benchmarks/e2e/frameworks/accuracy.py`
+(held out) for this GPU model, each with its set (`benchmarks/e2e/split.toml`), the commit and date it was simulated
+at; stored by `python -m benchmarks.e2e.report --import ROWS...`, which writes docs/accuracy.md's table from them.
+`meta.json`: the last import. Not a measurement: the measurements are in `../groundtruth/` and `../frameworks/`.
+"""
+
+
 def stored_path(data: Path, gpu: str) -> Path:
-    return data / gpu / "e2e" / "accuracy.json"
+    return data / gpu / "e2e" / "accuracy" / "rows.json"
+
+
+def _installed(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def write_leaf_notes(path: Path, *, commit: str, date: str, argv: list[str]) -> None:
+    """The README and meta.json every data leaf has (data/README.md)."""
+    readme = path.parent / "README.md"
+    if not readme.exists():
+        readme.write_text(ROWS_README)
+    meta = {"what": "simulated rows of the accuracy table", "script": "benchmarks/e2e/report.py", "argv": argv,
+            "commit": commit, "date": date, "versions": {"torch": _installed("torch")},
+            "machine": {"kind": "no GPU: simulated", "platform": platform.platform()}, "lease": "none"}
+    (path.parent / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def read_stored(data: Path) -> list[dict]:
     """Every stored row of every GPU model."""
-    return [row for path in sorted(data.glob("*/e2e/accuracy.json")) for row in json.loads(path.read_text())["rows"]]
+    return [row for path in sorted(data.glob("*/e2e/accuracy/rows.json")) for row in json.loads(path.read_text())["rows"]]
 
 
 def import_rows(rows: list[dict], split: dict[tuple[str, str], dict], data: Path, *, commit: str, date: str,
                 note: str = "") -> list[Path]:
-    """Store rows in their GPU's accuracy.json, replacing any stored row of the same name; returns the files written."""
+    """Store rows in their GPU's accuracy/rows.json, replacing any stored row of the same name; returns the files written."""
     by_gpu: dict[str, list[dict]] = {}
     for row in rows:
         gpu = gpu_of(row, split)
@@ -118,6 +147,7 @@ def import_rows(rows: list[dict], split: dict[tuple[str, str], dict], data: Path
         kept = [row for row in old if row["name"] not in replaced]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"gpu": gpu, "rows": kept + new}, indent=1) + "\n")
+        write_leaf_notes(path, commit=commit, date=date, argv=[row["name"] for row in new])
         written.append(path)
     return written
 

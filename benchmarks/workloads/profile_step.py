@@ -6,7 +6,7 @@ CUDA runtime calls, which gives each kernel its launch time) and each rank write
 DIR/rank{R}.json.gz = {"wall_ms", "names": [...], "kernels": [[name index, stream, start µs, dur µs,
 category, host launch µs or None], ...], "host": [[name, start µs, dur µs], ...]} with start relative to the step's first GPU activity
 (with PHANTORA_BENCH_PROFILE_HOST_ALL=1 too, "host" holds every host op and CUDA runtime and driver call). This is the real-GPU side of
-`benchmarks/compare_step.py`, which lines it up with a Phantora trace of the same step.
+`benchmarks/e2e/compare_step.py`, which lines it up with a Phantora trace of the same step.
 
 `python benchmarks/workloads/profile_step.py TRACES --out DIR` writes the same from the chrome traces a
 program's own profiler wrote (TorchTitan's `--profiling.*`: TRACES/rank{R}_trace.json, one step).

@@ -20,13 +20,13 @@ everything, or waiting for a CPU? With it the file also gets "threads": each thr
 seconds) over the recorded steps and their wall time: does a helper thread (NCCL's, the process group's
 watchdog) burn a CPU beside the main one? Under Phantora,
 perf_counter reads the simulated host clock and events are simulated, so a real run's file and a
-simulated run's file compare directly (benchmarks/compare_timeline.py).
+simulated run's file compare directly (benchmarks/e2e/compare_timeline.py).
 
 With PHANTORA_BENCH_MARK_AB=1 (real runs) the recorded steps alternate between marking nothing and marking as
 usual (from the first recorded step: off, on, off, ...), and the file gets "marked_steps": which step indices
-were marked. The script's own step times then tell what the marks cost in situ (benchmarks/h200/mark_cost.py).
+were marked. The script's own step times then tell what the marks cost in situ (benchmarks/host/mark_cost.py).
 
-A mark costs a real host 30-50 µs in situ (a new event and its record: call 41, benchmarks/h200/mark_cost.py;
+A mark costs a real host 30-50 µs in situ (a new event and its record: data/h200/host/marks/in_situ/, benchmarks/host/mark_cost.py;
 8 µs in a tight loop); the simulation charges it nothing, so fits on stretches between marks take it off.
 """
 

@@ -98,7 +98,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
            help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
                 "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
                 "of several ranks waits for its slowest (default); none = dedicated hosts "
-                "(docs/models/host.md, "Contended hosts")")
+                "(docs/models/host.md, Contended hosts)")
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
     return actions

@@ -7,7 +7,7 @@ runs inside a `record_function` tag, each kernel/memcpy/memset the profiler repo
 CPU op that launched it (`FunctionEvent.kernels`), and an op's time is the sum over the tag's subtree.
 Launch gaps, Python and the profiler's own overhead are outside kernels, so they never count, and we
 also learn how many kernels the op launches. This is how the shipped H200 database was measured
-(benchmarks/h200/common.py, there with the raw Kineto events), so new entries are comparable with it.
+(benchmarks/common/encode.py, there with the raw Kineto events), so new entries are comparable with it.
 CUDA events around each call (`timer="events"`) are the fallback when a profiler build cannot see
 kernels: they include launch latency and inter-kernel gaps (an upper bound; a few µs on small ops)
 and report one kernel per op.
@@ -17,7 +17,7 @@ by the previous call. The CPU timer (`device="cpu"`) wall-times calls with perf_
 the pipeline can be tested without a GPU, and its numbers mean nothing for a GPU.
 Large power-bound GEMMs (~4 ms, the llama's LM head) vary by about ±10% with the GPU's thermal and
 power state: 3.9-4.1 ms from a fresh process, 4.5-4.6 ms after a second of back-to-back GEMMs, 3.4-3.8
-ms inside the real training step (data/h200/profile_check/README.md); there is no warm-up that
+ms inside the real training step (data/h200/kernels/profile_check/README.md); there is no warm-up that
 removes this, so we do not try.
 """
 

@@ -1,19 +1,16 @@
-"""Compute cost model against hand-derived answers, and the shipped H200 database."""
+"""Compute cost model against hand-derived answers, and the shipped H200 database (against the measurements:
+tests/calibration/test_compute_data.py)."""
 
-import gzip
 import json
 import math
-from pathlib import Path
 
 import pytest
-from benchmark_modules import load_benchmark
 
 from phantora.models.compute import Calibration, ComputeModel, DbEntry, KernelDatabase, default_bytes, mta_launches
 from phantora.models.opcall import decode_op, loose_signature, signature
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.specs import get_gpu_spec, load_profile
 
-ROOT = Path(__file__).resolve().parents[2]
 H200 = get_gpu_spec("h200")
 H100 = get_gpu_spec("h100")
 
@@ -219,30 +216,6 @@ def test_record_decoding():
 
 # ---------------------------------------------------------------------- the shipped H200 data
 
-def _llama_step_ops():
-    path = ROOT / "data" / "h200" / "call1b" / "llama_ops.jsonl.gz"
-    with gzip.open(path, "rt") as f:
-        f.readline()
-        for line in f:
-            r = json.loads(line)
-            if r["ctx"] == "llama|step8" and r.get("k"):
-                op = decode_op(r)
-                if any(x.device == "cuda" for x in op.tensor_inputs() + list(op.outputs)):
-                    yield op, sum(k[2] for k in r["k"]), len(r["k"])
-
-
-def test_packaged_database_covers_the_llama_benchmark():
-    m = ComputeModel(H200, load_profile("h200").kernels.value, load_profile("h200").calibration.value)
-    measured = estimated = 0
-    for op, kernel_ns, n_kernels in _llama_step_ops():
-        est = m.estimate(op)
-        assert est.source == "measured", op.name
-        measured += kernel_ns
-        estimated += est.duration_ns - m.cal.kernel_gap_ns * n_kernels
-    assert measured == pytest.approx(303.8e6, rel=0.01)
-    assert estimated == pytest.approx(measured, rel=0.01)
-
-
 def test_packaged_analytic_model_is_close_on_big_gemm():
     m = ComputeModel(H200, KernelDatabase("h200"), load_profile("h200").calibration.value)
     est = m.estimate(mm(8192, 8192, 8192))
@@ -339,30 +312,6 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
     # FLOPs and softmax together never beat the dense peak (d=256 with these constants would)
     d256 = m.estimate(_cudnn(1, 16, 4096, 256))
     assert d256.duration_ns == round(tile_flops / 989.4e12 * 1e9)
-
-
-def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
-    """Every signature the 23 configurations run (data/h200/coverage/ops) is measured for the H200."""
-    from phantora.profiler.oplog import read_ops
-    db = load_profile("h200").kernels.value
-    sigs = {sig for path in (ROOT / "data/h200/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
-    assert len(sigs) > 4000
-    assert sorted(sigs - set(db.entries))[:3] == []
-
-
-def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
-    """Note [Microbenchmark to step]: step / sqrt(cold * warm), median per (group, size class) with five
-    pairs or more, and per size class over all groups."""
-    ds = load_benchmark("benchmarks/h200/dataset.py")
-    step, cold, warm = {}, {}, {}
-    for i, ratio in enumerate((0.8, 0.9, 1.0, 1.1, 1.2)):  # five GEMMs of 2 ms measured 1 ms cold, 4 warm
-        step[f"g{i}"] = ("aten.mm.default", 2e6 * ratio)
-        cold[f"g{i}"], warm[f"g{i}"] = 1e6, 4e6
-    step["e"], cold["e"], warm["e"] = ("aten.add.Tensor", 5e3), 8e3, 2e3  # one 4 µs add: too few for its group
-    step["x"] = ("aten.mul.Tensor", 1e3)  # measured in steps only: no pair
-    factors = ds.in_step_factors(step, cold, warm)
-    assert factors == {("gemm", 3): pytest.approx(1.0), ("all", 3): pytest.approx(1.0)}
-    assert ds.size_class(19_999) == 0 and ds.size_class(20_000) == 1 and ds.size_class(1e6) == 3
 
 
 def test_fsdp2_copy_ops_cost_the_copies_their_cuda_implementations_run():

@@ -1,7 +1,6 @@
 """The measured table of cuBLAS kernel choices, and the host's cost of a kernel's first launch in a process."""
 
 import pytest
-from benchmark_modules import load_benchmark
 from recording_transport import Recording
 
 from phantora.config.run import RankConfig
@@ -108,18 +107,3 @@ def test_a_databases_kernel_names_survive_saving_and_loading(tmp_path):
     lines = (tmp_path / "db.jsonl").read_text().splitlines()[1:]
     assert sum('"kernels":' in line for line in lines) == 1  # an entry without names keeps the old line
     assert KernelDatabase.load(tmp_path / "db.jsonl").entries == db.entries
-
-
-def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_replays_fit():
-    """Rebuild data/h200/gemm_kernels.json from call 45's raw sweep and refit the first-launch cost on the replays."""
-    import gzip
-    import json
-
-    build = load_benchmark("benchmarks/h200/build_gemm_kernels.py")
-    sweep = json.loads(gzip.decompress(build.SWEEP.read_bytes()))
-    assert build.build_table(sweep) == json.loads(build.OUT.read_text())
-    table = load_profile("h200").gemm_kernels.value
-    gemms = build.problems_by_size(sweep)
-    rows = [r for path in build.REPLAYS for r in build.replay_rows(table, gemms, json.loads(path.read_text()))]
-    per_kernel, _ = build.fit(rows)
-    assert abs(per_kernel * build.H200_VM.mean_factor() * 1e3 - H200_HOST.gemm_kernel_load_ns) < 50_000

@@ -1,0 +1,34 @@
+"""How fast this machine's CPU runs Python and launches kernels right now: a lease's host-speed index.
+
+The same fixed work as timeline.py's per-step probes (PHANTORA_BENCH_SCHED=1): 100,000 iterations of a
+pure-Python loop, and 200 small kernel launches (`x = x + 1` on 256 floats) without synchronising.
+Leases of the same machine type differ by up to 1.8x in host speed (data/h200/host/leases/README.md), and
+one process of a run can be 1.6x slower than its siblings (data/h200/e2e/timelines/runs/2026-11-22-11): host-bound ground truth
+is only comparable with the host speed it ran at. Prints one JSON line (medians of 21 rounds, µs).
+
+    python -m benchmarks.common.host_probe [--label NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from benchmarks.workloads import timeline  # the probes live there, so both measure the same work
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--label", default="")
+    p.add_argument("--rounds", type=int, default=21)
+    a = p.parse_args()
+    rounds = [timeline.host_probes() for _ in range(a.rounds)]
+    print(json.dumps({"label": a.label, "cpu": len(os.sched_getaffinity(0)),
+                      **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Ground truth for the framework benchmark: run the configurations of configs.json (all, or those named) on the
+# real GPUs of this machine, each with a time limit, and keep each log as $OUT/<name>.log, beside gpus.csv (the
+# GPUs) and versions.txt. Copy them to data/<gpu>/e2e/frameworks/ for the GPU model they ran on. The machine needs
+# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md).
+#     bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
+set -u
+out=${OUT:-/tmp/frameworks-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/gpus.csv"
+python3 -c "import torch, transformers, accelerate, lightning, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__, 'lightning', lightning.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" 2>/dev/null > "$out/versions.txt"
+python3 - "$@" <<'PY' | while IFS=$'\t' read -r name command; do
+import json, shlex, sys
+only = set(sys.argv[1:])
+for c in json.load(open("benchmarks/e2e/frameworks/configs.json"))["configs"]:
+    if only and c["name"] not in only:
+        continue
+    # one process on a machine of several GPUs sees one (the HF Trainer would take every visible GPU: DataParallel)
+    launch = (["env", "CUDA_VISIBLE_DEVICES=0", "python3"] if c["world"] == 1
+              else ["torchrun", "--standalone", "--nproc-per-node", str(c["world"])])
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.get("env", {}).items())
+    print(c["name"], f"env {env} {shlex.join(launch + [c['script']] + c['args'])}", sep="\t")
+PY
+    echo "== $name: $command"
+    started=$(date +%s)
+    timeout 150 bash -c "$command" > "$out/$name.log" 2>&1
+    echo "   exit $? after $(( $(date +%s) - started )) s; $(grep -c '^step \|iteration ' "$out/$name.log") step lines"
+    tail -n 2 "$out/$name.log" | cut -c1-300
+done

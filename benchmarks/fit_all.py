@@ -1,0 +1,171 @@
+"""Run every fit in dependency order and write what they fit where the models load it.
+
+    python -m benchmarks.fit_all [--gpu h200] [--dry-run] [--only kernels,power,...]
+
+Order: the kernel database and the analytic compute model first (everything simulated afterwards costs its kernels
+with them), then the GEMM kernel table, the NCCL constants, the host model's fits (the context terms, DTensor's
+dispatch, FSDP2's calls, the MoE's collectives), and the power model last. Every fit writes into a copy of
+src/phantora/specs/<gpu>/; fit_all then shows what changed, constant by constant, and (without --dry-run) copies the
+changed files back. The fits that simulate a workload load the shipped constants, not the copy: after a run that
+changed constants, run fit_all again until nothing moves.
+
+A fit whose measurements are absent for --gpu is skipped and named (measure them first: benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common.fitted import MODELS
+from benchmarks.common.paths import DATA, REPO, SPECS
+
+
+@dataclass(frozen=True)
+class Fit:
+    name: str
+    module: str
+    data: tuple[str, ...]
+    """What it reads, under data/<gpu>/."""
+    args: tuple[str, ...] = ()
+
+
+FITS = (
+    Fit("kernels", "benchmarks.kernels.fit", ("kernels/micro", "kernels/in_step", "e2e/coverage")),
+    Fit("gemm_kernels", "benchmarks.kernels.gemm_kernels", ("kernels/gemm_kernels", "host/first_launch"), ("--write",)),
+    Fit("collectives", "benchmarks.collectives.fit", ("collectives/nccl",)),
+    Fit("host_context", "benchmarks.host.fit_context", ("host/launch_bound", "host/phases", "host/leases")),
+    Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases")),
+    Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases")),
+    Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases")),
+    Fit("power", "benchmarks.power.fit", ("power/nvml",)),
+)
+"""Every fit, in the order they depend on each other."""
+
+TABLES = ("kernels.jsonl", "calibration.json", "gemm_kernels.json")
+"""The fitted tables in specs/<gpu>/ beside the constants' files (<model>.json)."""
+def missing_data(fit: Fit, gpu: str) -> list[str]:
+    return [f"data/{gpu}/{what}" for what in fit.data if not (DATA / gpu / what).exists()]
+
+
+def run_fit(fit: Fit, gpu: str, specs: Path) -> float | None:
+    """Run one fit into `specs` (a copy of the specs folders); its seconds, None if it failed. Its output goes to
+    our stderr."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), str(REPO),
+                                                                    os.environ.get("PYTHONPATH")]))}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", fit.module, *fit.args, "--specs", str(specs)], cwd=REPO, env=env,
+                          check=False, stdout=sys.stderr)
+    return time.monotonic() - start if done.returncode == 0 else None
+
+
+def shipped_constants(gpu: str, model: str) -> dict[str, Any]:
+    """The constants the models load now: specs/<gpu>/<model>.json (none where the GPU has no such file)."""
+    path = SPECS / gpu / f"{model}.json"
+    return json.loads(path.read_text())["constants"] if path.exists() else {}
+
+
+def shipped_table(gpu: str, name: str) -> Path | None:
+    path = SPECS / gpu / name
+    return path if path.exists() else None
+
+
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as {"a.b.c": leaf}, so a diff names the leaf that moved."""
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per leaf of `new` that differs from `old` (leaves only in `old` are not the fit's)."""
+    old, new = flat(old), flat(new)
+    lines = []
+    for key in sorted(new):
+        if key not in old:
+            lines.append(f"  + {key} = {new[key]!r}")
+        elif not same(old[key], new[key]):
+            lines.append(f"  ~ {key}: {old[key]!r} -> {new[key]!r}")
+    return lines
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def table_report(gpu: str, name: str, new_path: Path) -> list[str]:
+    old_path = shipped_table(gpu, name)
+    if old_path is None:
+        return [f"  + new file ({new_path.stat().st_size} bytes)"]
+    if old_path.read_bytes() == new_path.read_bytes():
+        return []
+    if name.endswith(".jsonl"):
+        old = {json.dumps(json.loads(line).get("sig", line), sort_keys=True): line
+               for line in old_path.read_text().splitlines()[1:]}
+        new = {json.dumps(json.loads(line).get("sig", line), sort_keys=True): line
+               for line in new_path.read_text().splitlines()[1:]}
+        moved = sum(old[k] != new[k] for k in old.keys() & new.keys())
+        return [f"  ~ {len(new)} entries: {len(new.keys() - old.keys())} new, {len(old.keys() - new.keys())} gone, "
+                f"{moved} changed, {len(old.keys() & new.keys()) - moved} the same"]
+    return changed(json.loads(old_path.read_text()), json.loads(new_path.read_text()))
+
+
+def report(gpu: str, specs: Path) -> dict[str, list[str]]:
+    """File name -> what changed in it against the shipped one (only files the fits wrote)."""
+    out = {}
+    for path in sorted((specs / gpu).iterdir()):
+        if path.name in TABLES:
+            out[path.name] = table_report(gpu, path.name, path)
+        elif path.stem in MODELS:
+            out[path.name] = changed(shipped_constants(gpu, path.stem), json.loads(path.read_text())["constants"])
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpu", default="h200")
+    p.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
+    p.add_argument("--only", default="", help=f"comma-separated fits, of: {', '.join(f.name for f in FITS)}")
+    args = p.parse_args()
+    chosen = [f for f in FITS if not args.only or f.name in args.only.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = Path(tmp)
+        (specs / args.gpu).mkdir()
+        failed: list[str] = []
+        for fit in chosen:
+            absent = missing_data(fit, args.gpu)
+            if absent:
+                print(f"{fit.name}: skipped, no {', '.join(absent)}")
+                continue
+            seconds = run_fit(fit, args.gpu, specs)
+            failed.extend([] if seconds is not None else [fit.name])
+            print(f"{fit.name}: {fit.module} " + (f"({seconds:.0f} s)" if seconds is not None else "FAILED (its "
+                                                  "output above, on stderr)"), flush=True)
+        changes = report(args.gpu, specs)
+        for name, lines in changes.items():
+            print(f"src/phantora/specs/{args.gpu}/{name}: " + ("unchanged" if not lines else f"{len(lines)} changed"))
+            print("\n".join(lines)) if lines else None
+        if not args.dry_run:
+            for name, lines in changes.items():
+                if lines:
+                    (SPECS / args.gpu).mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(specs / args.gpu / name, SPECS / args.gpu / name)
+                    print(f"wrote src/phantora/specs/{args.gpu}/{name}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Leave-some-out error of the analytic compute model against the H200 measurements.
+
+    python -m benchmarks.kernels.error [--folds 5]
+
+Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
+in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its
+signature. For each fold the analytic model is refitted on the other folds
+(benchmarks/kernels/fit.py) and predicts the held-out ops; the kernel time it predicts
+(without the inter-kernel gap) is compared with the measured one. Prints, per kernel class and
+measurement setting: the number of signatures, the median and 90th-percentile absolute relative
+error, and the time-weighted error |sum(pred) - sum(meas)| / sum(meas). Then the whole llama
+step: measured kernel time vs. the database's and the held-out analytic model's totals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import gzip
+import json
+
+from benchmarks.kernels.dataset import IN_STEP_GLOB, KERNELS, in_step_observations, load_observations, raw_files
+from benchmarks.kernels.fit import build_database, fit_calibration, model_for
+
+from phantora.models.compute import (
+    Calibration, ComputeModel, KernelDatabase, classify,
+)
+from phantora.specs import get_gpu_spec
+from phantora.specs import load_profile
+from phantora.models.opcall import decode_op, signature
+
+
+def fold_of(sig: str, k: int) -> int:
+    return int(hashlib.sha256(sig.encode()).hexdigest(), 16) % k
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--folds", type=int, default=5)
+    args = ap.parse_args()
+    raw = load_observations()
+    obs = [o for o in raw + in_step_observations(raw)[0] if o.kernel_ns > 0 and classify(o.op.name) is not None]
+    gap = None
+    preds: dict[int, float] = {}
+    for f in range(args.folds):
+        train = [o for o in obs if fold_of(signature(o.op), args.folds) != f]
+        cal = fit_calibration(train, gap_ns=0.0)
+        model = model_for(cal)
+        for i, o in enumerate(obs):
+            if fold_of(signature(o.op), args.folds) == f:
+                preds[i] = model.analytic(o.op).duration_ns
+        print(f"fold {f + 1}/{args.folds} done", file=sys.stderr, flush=True)
+    rows: dict[tuple[str, str], list] = defaultdict(list)
+    for i, o in enumerate(obs):
+        cls = classify(o.op.name)
+        if cls == "copy" and model_kind(o.op) in ("h2d", "d2h"):
+            cls = "transfer"
+        setting = {"llama_step": "in-step", "micro_in_step": "bench"}.get(o.origin, "micro")
+        rows[(cls, setting)].append((preds[i], o.kernel_ns))
+        rows[(cls, "all")].append((preds[i], o.kernel_ns))
+    print(f"Held-out ({args.folds}-fold by signature) error of the analytic model vs. H200 kernel times")
+    print(f"{'class':12s} {'setting':8s} {'n':>5s} {'median|err|':>11s} {'p90|err|':>9s} {'time-weighted':>13s}")
+    for (cls, setting) in sorted(rows):
+        v = rows[(cls, setting)]
+        errs = sorted(abs(p / m - 1) for p, m in v)
+        tw = abs(sum(p for p, _ in v) / sum(m for _, m in v) - 1)
+        print(f"{cls:12s} {setting:8s} {len(v):5d} {100 * statistics.median(errs):10.1f}% "
+              f"{100 * errs[int(0.9 * (len(errs) - 1))]:8.1f}% {100 * tw:12.1f}%")
+    # whole training steps
+    gpu = get_gpu_spec("h200")
+    pred_by_sig = {signature(o.op): preds[i] for i, o in enumerate(obs)}
+    full = ComputeModel(gpu, load_profile(gpu.key).kernels.value, load_profile(gpu.key).calibration.value)  # packaged database + calibration (all data)
+    print("\nWhole steps (sum over every kernel-launching op of one profiled step; kernel time, no gaps):")
+    for path in sorted(KERNELS.glob(IN_STEP_GLOB)):
+        step_report(path, "database (all data)", full, None)
+        step_report(path, "analytic, held-out folds", full, pred_by_sig)
+    # a workload none of whose measurements were used: fit database + calibration without it (raw
+    # measurements only: the benchmark's converted ops include this workload's)
+    for held in ("l1b",):
+        files = raw_files(exclude=(held,))
+        rest = load_observations(files)
+        cal = fit_calibration(rest)
+        db = build_database(rest)
+        model = ComputeModel(gpu, db, Calibration.from_dict(cal))
+        for path in sorted(KERNELS.glob(f"in_step/*/{held}_ops.jsonl.gz")):
+            step_report(path, f"held-out workload, db+fit without {held}", model, None)
+            step_report(path, f"held-out workload, analytic only", model, None, analytic=True)
+
+
+_KIND_MODEL = None
+
+
+def model_kind(op) -> str:
+    global _KIND_MODEL
+    _KIND_MODEL = _KIND_MODEL or ComputeModel(get_gpu_spec("h200"), KernelDatabase("h200"), load_profile("h200").calibration.value)
+    return _KIND_MODEL._memory_kind(op, "copy")
+
+
+def step_report(path, label, model, pred_by_sig, analytic=False) -> None:
+    meas = est = 0.0
+    hits = n = 0
+    first = None
+    with gzip.open(path, "rt") as fh:
+        fh.readline()
+        for line in fh:
+            r = json.loads(line)
+            first = first or r["ctx"]
+            if r["ctx"] != first or "k" not in r:
+                continue
+            op = decode_op(r)
+            if "cuda" not in {t.device for t in op.tensor_inputs()} | {t.device for t in op.outputs}:
+                continue
+            k = sum(x[2] for x in r["k"])
+            if k == 0:
+                continue
+            n += 1
+            meas += k
+            if pred_by_sig is not None:
+                est += pred_by_sig.get(signature(op), 0.0)
+                continue
+            e = model.analytic(op) if analytic else model.estimate(op)
+            hits += e.source == "measured"
+            nk = len(r["k"]) if e.source == "measured" else _kernels(model, op, e)
+            est += e.duration_ns - model.cal.kernel_gap_ns * nk
+    print(f"  {first:14s} {label:42s} measured {meas / 1e6:8.2f} ms  estimate {est / 1e6:8.2f} ms "
+          f"({100 * (est / meas - 1):+5.1f}%)  db hits {hits}/{n}")
+
+
+def _kernels(model, op, e) -> int:
+    """Kernel count the analytic estimate charged gaps for (to report kernel time alone)."""
+    gap = model.cal.kernel_gap_ns
+    if gap <= 0:
+        return 0
+    no_gap = ComputeModel(model.gpu, KernelDatabase("h200"), Calibration.from_dict({**model.cal.raw, "kernel_gap_ns": 0.0}))
+    return round((e.duration_ns - no_gap.analytic(op).duration_ns) / gap)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Fit the H200 power model (src/phantora/models/power.py) from NVML samples (data/h200/power/nvml/).
+
+    python -m benchmarks.power.fit [--step NAME=TRACE.json ...] [--specs DIR]
+
+From `data/h200/power/nvml/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
+- `idle_w`: the power between runs (clocks up, nothing running);
+- `pj_per_byte`: a bf16 add of two 256 MiB tensors, continuously: power over idle / bytes per second;
+- `pj_per_tensor_flop`: 8192^3 bf16 GEMMs, continuously, throttled: power over idle times the GEMM's
+  time is its energy; less its bytes' energy, per FLOP.
+
+Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration in data/h200/power/nvml/, or
+`torchtitan` in its runs/), the power its last simulated step demands (kernel energies over the step time)
+against the average power NVML measured over the real steps (`timeline/NAME` gives their wall-clock
+span), and its energy against the real step's (measured power above the baseline times the measured
+step). Simulate without the power cap (`--no-power-cap`) to see what the model is asked for. The database's kernel
+times come from the 3B one-GPU step, so its gap is the GPU's baseline under load beyond `idle_w`
+(temperature, clock tree); that baseline is `PowerCap.idle_w`.
+
+Writes `pj_per_byte`, `pj_per_tensor_flop` and, with `--step`, `idle_w` (the baseline) to
+src/phantora/specs/<gpu>/power.json (benchmarks/common/fitted.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
+from benchmarks.e2e.compare_step import last_step_kernels
+from phantora.models.power import PowerCap
+from phantora.specs import load_profile
+
+GPU = "h200"
+DATA = data_dir(GPU, "power", "nvml")
+TIMELINES = data_dir(GPU, "e2e", "timelines", "runs", "2026-11-22-18")
+"""The layer timelines taken with DATA's NVML samples (the same lease): their steps' wall-clock span."""
+TORCHTITAN = DATA / "runs" / "2026-11-22-19"
+"""TorchTitan's run under NVML, on a later lease."""
+GEMM_FLOPS = 2 * 8192**3
+GEMM_BYTES = 3 * 8192 * 8192 * 2
+ADD_BYTES = 3 * 128 * 2**20 * 2
+
+
+def samples(path: Path, gpu: int = 0) -> list[tuple[float, float]]:
+    """(time, instantaneous power W) of one GPU's NVML samples."""
+    with gzip.open(path, "rt") as f:
+        return [(float(r["t_s"]), float(r["power_w"])) for r in csv.DictReader(f) if int(r["gpu"]) == gpu]
+
+
+def median_power(power: list[tuple[float, float]], t0: float, t1: float) -> float:
+    return statistics.median(p for t, p in power if t0 <= t < t1)
+
+
+def fit_duty() -> dict[str, float]:
+    runs = {r["name"]: r for r in json.loads((DATA / "duty.json").read_text())["runs"]}
+    power = samples(DATA / "nvml_duty.csv.gz")
+    idle = statistics.median(median_power(power, r["wall_start_s"] - 0.6, r["wall_start_s"] - 0.1) for r in runs.values())
+    add = runs["add continuous"]
+    add_ms = statistics.median(ms for _, k, ms in add["kernels"])
+    add_w = median_power(power, add["wall_start_s"] + 0.2, add["wall_end_s"])
+    pj_per_byte = (add_w - idle) / (ADD_BYTES / (add_ms * 1e-3)) * 1e12
+    gemm = runs["gemm continuous"]
+    gemm_ms = statistics.median(ms for t, _, ms in gemm["kernels"] if t - gemm["wall_start_s"] > 0.2)
+    gemm_w = median_power(power, gemm["wall_start_s"] + 0.2, gemm["wall_end_s"])
+    energy_j = (gemm_w - idle) * gemm_ms * 1e-3
+    pj_per_flop = (energy_j - GEMM_BYTES * pj_per_byte * 1e-12) / GEMM_FLOPS * 1e12
+    print(f"idle {idle:.0f} W; add {add_ms:.3f} ms at {add_w:.0f} W -> {pj_per_byte:.0f} pJ/byte; "
+          f"GEMM 8192^3 {gemm_ms:.3f} ms at {gemm_w:.0f} W -> {energy_j:.3f} J, {pj_per_flop:.3f} pJ/FLOP")
+    return {"idle_w": idle, "pj_per_byte": pj_per_byte, "pj_per_tensor_flop": pj_per_flop}
+
+
+def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[float, float]:
+    """(energy J, seconds) of the last whole step of `rank` in a Phantora trace (compare_step.py's step)."""
+    kernels = [e for e in last_step_kernels(trace, rank) if "bytes" in e["args"]]
+    energy = sum(cap.energy_j(e["cat"], e["args"].get("flops") or 0.0, e["args"]["bytes"] or 0.0) for e in kernels)
+    return energy, (max(e["ts"] + e["dur"] for e in kernels) - min(e["ts"] for e in kernels)) * 1e-6
+
+
+def measured_step_power(name: str, gpu: int = 0) -> float:
+    """Mean NVML power of GPU `gpu` over the real steps after the third (TIMELINES's layer timeline), or, for
+    a run with no timeline (TorchTitan), over the middle half of the time it drew more than 300 W."""
+    timeline = TIMELINES / name / f"rank{gpu}.json"
+    if timeline.exists():
+        starts = json.loads(timeline.read_text())["wall_start_s"]
+        t0, t1 = starts[3], starts[-1]
+        power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
+    else:
+        power = samples(TORCHTITAN / f"nvml_{name}.csv.gz", gpu)
+        busy = [t for t, p in power if p > 300]
+        t0, t1 = busy[0] + 0.3 * (busy[-1] - busy[0]), busy[0] + 0.8 * (busy[-1] - busy[0])
+    return statistics.fmean(p for t, p in power if t0 <= t < t1)
+
+
+def measured_step_ms(name: str) -> float:
+    """The configuration's median step in our own runs (benchmarks/e2e/configs.json), also for a dev-set
+    configuration, whose reference (accuracy.measured) is the dev set's: the NVML samples are from our runs."""
+    configs = json.loads((BENCHMARKS / "e2e" / "configs.json").read_text())["configs"]
+    config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
+    measured = config.get("measured") or config["remeasured"]
+    return measured["step_ms"]["median"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--step", action="append", default=[], metavar="NAME=TRACE",
+                   help="a Phantora trace.json of configuration NAME of data/h200/power/nvml/ (llama_l3b_1gpu first)")
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    args = p.parse_args()
+    fit = fit_duty()
+    cap = PowerCap(cap_w=load_profile("h200").power.value.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
+                   pj_per_byte=fit["pj_per_byte"])
+    baseline = None
+    for item in args.step:
+        name, trace = item.split("=", 1)
+        energy, seconds = simulated_step_energy(Path(trace), cap)
+        demanded = cap.idle_w + energy / seconds
+        measured = measured_step_power(name)
+        baseline = baseline if baseline is not None else cap.idle_w + measured - demanded
+        real_j = (measured - baseline) * measured_step_ms(name) * 1e-3
+        print(f"{name}: simulated step {seconds * 1e3:.1f} ms, {energy:.1f} J -> {demanded:.0f} W at idle "
+              f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured "
+              f"{measured:.0f} W, so {real_j:.0f} J per real step above the baseline")
+    constants = {"pj_per_tensor_flop": round(fit["pj_per_tensor_flop"], 3), "pj_per_byte": round(fit["pj_per_byte"])}
+    if baseline is not None:
+        print(f"baseline under load (idle_w): {baseline:.0f} W")
+        constants["idle_w"] = float(round(baseline))
+    print(f"shipped: {load_profile("h200").power.value}")
+    source = f"benchmarks/power/fit.py on {relative(DATA)}"
+    print(f"wrote {update_fitted(GPU, 'power', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""GPU clocks and power over time on the GPU machine: do long runs of GEMMs lower the clock?
+
+Modes (run on the GPU machine, torch, nvidia-smi and the driver's NVML library only):
+
+    python3 gpu_clocks.py sample --out F.csv -- COMMAND ...     # nvidia-smi every 20 ms while COMMAND runs
+    python3 gpu_clocks.py nvml --out F.csv.gz -- COMMAND ...    # NVML every 2 ms: clock and instant power
+    python3 gpu_clocks.py gemm --out F.json                     # one GPU: GEMM bursts of growing length
+    python3 gpu_clocks.py duty --out F.json                     # one GPU: GEMMs on and off, mixes
+    python3 gpu_clocks.py controller --out F.json               # one GPU: step-like GEMM square waves
+
+`sample` writes nvidia-smi's CSV (timestamp, GPU index, SM clock MHz, memory clock MHz, power W,
+temperature C, active clock-event reasons) for every GPU while the command runs; the command's own
+output passes through. `gemm` runs bf16 GEMMs (8192^3) back to back for 0.1-3 s after an idle second
+each, timing every 20th with CUDA events, and samples the SM clock alongside: how fast the clock falls
+under sustained tensor-core load, and how the GEMM time follows it. Then the same for a memory-bound
+kernel (adding two 256 MiB bf16 tensors) and a smaller GEMM (4096 x 14336 x 4096).
+
+nvidia-smi refreshes its clock every 100 ms and reports power as a one-second average, too slow to see
+what a training step's phases draw. `nvml` reads NVML directly (ctypes on libnvidia-ml.so.1): every GPU's
+SM clock, *instantaneous* power (field NVML_FI_DEV_POWER_INSTANT, with the time the driver took it) and
+clock-event reasons, every 2 ms. `duty` runs the power cap's step and duty-cycle responses: bf16 8192^3
+GEMMs continuously and on/off at several periods, a memory-bound add, GEMMs mixed with adds, and the 8B
+Llama's MLP GEMM; every GEMM is timed with CUDA events. `controller` runs square waves of GEMMs with the
+periods of training steps (busy 0.7 s / idle 0.3 s like the 8B FSDP2 step, 1.5 / 0.3 s like TorchTitan's
+8B, 0.4 / 0.1 s, 0.85 / 0.15 s), 8 s each after an idle second: the clock controller's response to a
+periodic load whose period is near its one-second window (run it under `nvml`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Callable
+
+from benchmarks.common.env import write_meta
+
+QUERY = "timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
+
+
+def start_sampler(path: str, period_ms: int = 20) -> tuple[subprocess.Popen, IO[str]]:
+    """nvidia-smi writing to `path` until terminated, and the file it writes (the caller closes it)."""
+    query = QUERY
+    probe = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True)
+    if probe.returncode != 0:  # drivers before 535 call it clocks_throttle_reasons
+        query = query.replace("clocks_event_reasons", "clocks_throttle_reasons")
+    out = open(path, "w")
+    out.write(query + "\n")
+    out.flush()
+    return subprocess.Popen(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", f"-lms={period_ms}"],
+                            stdout=out, stderr=subprocess.DEVNULL), out
+
+
+def sample(args: argparse.Namespace) -> int:
+    sampler, out = start_sampler(args.out)
+    try:
+        return subprocess.call(args.command)
+    finally:
+        sampler.terminate()
+        sampler.wait()
+        out.close()
+
+
+def warm_kernels(gemms: dict[str, tuple[int, int, int]], add: str) -> dict[str, Callable[[], object]]:
+    """bf16 GEMMs (name -> m, k, n) and a bf16 add of two 256 MiB tensors (named `add`), each run 5 times."""
+    import torch
+
+    def randn(*shape: int) -> "torch.Tensor":
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+    kernels: dict[str, Callable[[], object]] = {}
+    for name, (m, k, n) in gemms.items():
+        kernels[name] = lambda a=randn(m, k), b=randn(k, n): a @ b
+    kernels[add] = lambda x=randn(128 * 2**20), y=randn(128 * 2**20): x + y
+    for run in kernels.values():
+        for _ in range(5):
+            run()
+    torch.cuda.synchronize()
+    return kernels
+
+
+def gemm(args: argparse.Namespace) -> int:
+    import torch
+
+    kernels = warm_kernels({"gemm_8192": (8192, 8192, 8192), "gemm_4096x14336x4096": (4096, 14336, 4096)}, add="add_256MiB")
+    clocks: list[tuple[float, str]] = []  # (time.time(), "SM MHz, power W")
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            r = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True)
+            clocks.append((time.time(), r.stdout.strip()))
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    bursts = []
+    plan = [("gemm_8192", s) for s in (0.1, 0.3, 1.0, 3.0)] + [(k, s) for k in ("add_256MiB", "gemm_4096x14336x4096")
+                                                                for s in (1.0, 2.0)]
+    for kernel, seconds in plan:
+        run = kernels[kernel]
+        time.sleep(1.0)
+        t_start = time.time()
+        timed = []
+        i = 0
+        while time.time() - t_start < seconds:
+            if i % 20 == 0:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                run()
+                e1.record()
+                timed.append((i, e0, e1))
+            else:
+                run()
+            i += 1
+            if i % 50 == 0:
+                torch.cuda.synchronize()  # keep the host no more than 50 GEMMs ahead of the GPU
+        torch.cuda.synchronize()
+        bursts.append({"kernel": kernel, "seconds": seconds, "wall_start_s": t_start, "calls": i,
+                       "ms_every_20th": [round(e0.elapsed_time(e1), 4) for _, e0, e1 in timed]})
+        print(f"{kernel} burst {seconds} s: {i} calls, first {bursts[-1]['ms_every_20th'][:3]} last {bursts[-1]['ms_every_20th'][-3:]} ms",
+              flush=True)
+    stop.set()
+    poller.join()
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bursts": bursts, "smi": clocks}, f)
+    return 0
+
+
+NVML_CLOCK_SM = 1
+NVML_FI_DEV_POWER_INSTANT = 186
+
+
+class _FieldValue(ctypes.Structure):
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
+def _field_value(f: _FieldValue) -> float:
+    """The union's value by its type (NVML value types: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 signed long long)."""
+    if f.valueType == 0:
+        return ctypes.cast(ctypes.pointer(ctypes.c_ulonglong(f.value)), ctypes.POINTER(ctypes.c_double)).contents.value
+    if f.valueType == 1:
+        return float(f.value & 0xFFFFFFFF)
+    return float(f.value)
+
+
+def nvml_sample(args: argparse.Namespace) -> int:
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    if nvml.nvmlInit_v2() != 0:
+        raise SystemExit("gpu_clocks.py: nvmlInit failed")
+    count = ctypes.c_uint()
+    nvml.nvmlDeviceGetCount_v2(ctypes.byref(count))
+    handles = []
+    for i in range(count.value):
+        h = ctypes.c_void_p()
+        nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+        handles.append(h)
+    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    clock, reasons, field = ctypes.c_uint(), ctypes.c_ulonglong(), _FieldValue()
+    child = subprocess.Popen(args.command)
+    period = args.period_ms / 1000
+    with gzip.open(args.out, "wt") as out:
+        out.write("t_s,gpu,sm_mhz,power_w,power_t_s,reasons\n")
+        next_t = time.time()
+        while child.poll() is None:
+            for i, h in enumerate(handles):
+                t = time.time()
+                nvml.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, ctypes.byref(clock))
+                field.fieldId, field.scopeId = NVML_FI_DEV_POWER_INSTANT, 0
+                nvml.nvmlDeviceGetFieldValues(h, 1, ctypes.byref(field))
+                power = _field_value(field) / 1000 if field.nvmlReturn == 0 else -1.0
+                reasons_fn(h, ctypes.byref(reasons))
+                out.write(f"{t:.4f},{i},{clock.value},{power:.1f},{field.timestamp / 1e6:.4f},{reasons.value:#x}\n")
+            next_t += period
+            time.sleep(max(0.0, next_t - time.time()))
+    nvml.nvmlShutdown()
+    return child.returncode
+
+
+def timed_chunk(kernels: dict[str, Callable[[], object]], names: list[str]) -> list[tuple[float, str, float]]:
+    """Run the kernels `names` back to back, each timed with CUDA events, then synchronize: (wall time at
+    the synchronize, kernel, ms) for each."""
+    import torch
+
+    events = []
+    for k in names:
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        kernels[k]()
+        e1.record()
+        events.append((k, e0, e1))
+    torch.cuda.synchronize()
+    now = round(time.time(), 4)
+    return [(now, k, round(e0.elapsed_time(e1), 4)) for k, e0, e1 in events]
+
+
+def duty(args: argparse.Namespace) -> int:
+    """GEMMs continuously, on/off at several periods, a memory-bound add, and mixes (GPU 0)."""
+    import torch
+
+    kernels = warm_kernels({"gemm": (8192, 8192, 8192), "mlp8b": (8192, 4096, 14336)}, add="add")
+    # (name, kernel pattern per chunk, chunk count per busy period, idle ms after each busy period, seconds)
+    plan = [("gemm continuous", ["gemm"], 20, 0, 2.0),
+            ("gemm on 5 / off 5 ms", ["gemm"], 4, 5, 2.0), ("gemm on 20 / off 20 ms", ["gemm"], 14, 20, 2.0),
+            ("gemm on 50 / off 50 ms", ["gemm"], 36, 50, 2.0), ("gemm on 200 / off 200 ms", ["gemm"], 140, 200, 3.0),
+            ("gemm on 60 / off 20 ms", ["gemm"], 42, 20, 2.0), ("gemm on 20 / off 60 ms", ["gemm"], 14, 60, 2.0),
+            ("add continuous", ["add"], 40, 0, 1.5),
+            ("gemm + 7 add", ["gemm"] + ["add"] * 7, 4, 0, 2.0), ("gemm + 2 add", ["gemm", "add", "add"], 8, 0, 2.0),
+            ("mlp8b continuous", ["mlp8b"], 20, 0, 2.0)]
+    runs = []
+    for name, pattern, repeats, idle_ms, seconds in plan:
+        time.sleep(1.0)
+        t_start = time.time()
+        timed: list[tuple[float, str, float]] = []  # (wall time at the chunk's sync, kernel, ms)
+        while time.time() - t_start < seconds:
+            timed += timed_chunk(kernels, pattern * repeats)
+            if idle_ms:
+                time.sleep(idle_ms / 1000)
+        runs.append({"name": name, "pattern": pattern, "idle_ms": idle_ms, "wall_start_s": t_start,
+                     "wall_end_s": time.time(), "kernels": timed})
+        gemms = [ms for _, k, ms in timed if k != "add"]
+        print(f"{name}: {len(timed)} kernels, GEMM ms median {sorted(gemms)[len(gemms) // 2] if gemms else '-'}", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs}, f)
+    return 0
+
+
+def controller(args: argparse.Namespace) -> int:
+    """Step-like square waves of GEMMs (GPU 0): busy for on_ms, idle for off_ms, for `seconds`."""
+    import torch
+
+    kernels = warm_kernels({"gemm": (8192, 8192, 8192)}, add="add")
+    plan = [(700, 300, 8.0), (1500, 300, 8.0), (400, 100, 6.0), (850, 150, 8.0)]
+    runs = []
+    for on_ms, off_ms, seconds in plan:
+        time.sleep(1.0)
+        t_start = time.time()
+        timed: list[tuple[float, float]] = []  # (wall time at the chunk's sync, GEMM ms)
+        while time.time() - t_start < seconds:
+            busy_start = time.time()
+            while (time.time() - busy_start) * 1000 < on_ms:
+                timed += [(now, ms) for now, _, ms in timed_chunk(kernels, ["gemm"] * 10)]
+            time.sleep(off_ms / 1000)
+        runs.append({"on_ms": on_ms, "off_ms": off_ms, "wall_start_s": t_start, "wall_end_s": time.time(),
+                     "gemms": timed})
+        ms = sorted(g for _, g in timed)
+        print(f"on {on_ms} / off {off_ms} ms: {len(timed)} GEMMs, median {ms[len(ms) // 2]:.3f} ms", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs}, f)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("--out", required=True)
+    s.add_argument("command", nargs=argparse.REMAINDER)
+    n = sub.add_parser("nvml")
+    n.add_argument("--out", required=True)
+    n.add_argument("--period-ms", type=float, default=2.0)
+    n.add_argument("command", nargs=argparse.REMAINDER)
+    for mode in ("gemm", "duty", "controller"):
+        sub.add_parser(mode).add_argument("--out", required=True)
+    args = p.parse_args()
+    write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
+    if shutil.which("nvidia-smi") is None:
+        raise SystemExit("gpu_clocks.py: nvidia-smi not found (run it on the GPU machine)")
+    if args.mode in ("sample", "nvml") and args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty, "controller": controller}[args.mode](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The compute model against the H200 measurements in data/h200/: the shipped database covers the measured llama
+step and every op of the accuracy benchmark, and the microbenchmark-to-step conversion of
+benchmarks/kernels/dataset.py."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.kernels import dataset
+from phantora.models.compute import ComputeModel, KernelDatabase
+from phantora.models.opcall import decode_op
+from phantora.specs import get_gpu_spec
+from phantora.specs import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = get_gpu_spec("h200")
+
+
+def _llama_step_ops():
+    path = ROOT / "data" / "h200" / "kernels" / "in_step" / "llama3b" / "llama_ops.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        f.readline()
+        for line in f:
+            r = json.loads(line)
+            if r["ctx"] == "llama|step8" and r.get("k"):
+                op = decode_op(r)
+                if any(x.device == "cuda" for x in op.tensor_inputs() + list(op.outputs)):
+                    yield op, sum(k[2] for k in r["k"]), len(r["k"])
+
+
+def test_packaged_database_covers_the_llama_benchmark():
+    m = ComputeModel(H200, load_profile("h200").kernels.value, load_profile("h200").calibration.value)
+    measured = estimated = 0
+    for op, kernel_ns, n_kernels in _llama_step_ops():
+        est = m.estimate(op)
+        assert est.source == "measured", op.name
+        measured += kernel_ns
+        estimated += est.duration_ns - m.cal.kernel_gap_ns * n_kernels
+    assert measured == pytest.approx(303.8e6, rel=0.01)
+    assert estimated == pytest.approx(measured, rel=0.01)
+
+
+def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
+    """Every signature the 23 configurations run (data/h200/e2e/coverage/ops) is measured for the H200."""
+    from phantora.profiler.oplog import read_ops
+    db = load_profile("h200").kernels.value
+    sigs = {sig for path in (ROOT / "data/h200/e2e/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
+    assert len(sigs) > 4000
+    assert sorted(sigs - set(db.entries))[:3] == []
+
+
+def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():
+    """Note [Microbenchmark to step]: step / sqrt(cold * warm), median per (group, size class) with five
+    pairs or more, and per size class over all groups."""
+    step, cold, warm = {}, {}, {}
+    for i, ratio in enumerate((0.8, 0.9, 1.0, 1.1, 1.2)):  # five GEMMs of 2 ms measured 1 ms cold, 4 warm
+        step[f"g{i}"] = ("aten.mm.default", 2e6 * ratio)
+        cold[f"g{i}"], warm[f"g{i}"] = 1e6, 4e6
+    step["e"], cold["e"], warm["e"] = ("aten.add.Tensor", 5e3), 8e3, 2e3  # one 4 µs add: too few for its group
+    step["x"] = ("aten.mul.Tensor", 1e3)  # measured in steps only: no pair
+    factors = dataset.in_step_factors(step, cold, warm)
+    assert factors == {("gemm", 3): pytest.approx(1.0), ("all", 3): pytest.approx(1.0)}
+    assert dataset.size_class(19_999) == 0 and dataset.size_class(20_000) == 1 and dataset.size_class(1e6) == 3
