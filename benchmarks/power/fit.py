@@ -113,7 +113,8 @@ def main() -> int:
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
     fit = fit_duty()
-    cap = PowerCap(cap_w=load_profile("h200").power.value.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
+    shipped = load_profile(GPU).power.value
+    cap = PowerCap(cap_w=shipped.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
                    pj_per_byte=fit["pj_per_byte"])
     baseline = None
     for item in args.step:
@@ -130,7 +131,7 @@ def main() -> int:
     if baseline is not None:
         print(f"baseline under load (idle_w): {baseline:.0f} W")
         constants["idle_w"] = float(round(baseline))
-    print(f"shipped: {load_profile("h200").power.value}")
+    print(f"shipped: {shipped}")
     source = f"benchmarks/power/fit.py on {relative(DATA)}"
     print(f"wrote {update_fitted(GPU, 'power', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
     return 0
