@@ -5,9 +5,12 @@
 #     benchmarks/common/run_subject.sh collectives WHAT
 #
 # WHAT:
-#   overlap    compute kernels beside all-gather / reduce-scatter / all-reduce on 2 and 4 GPUs (measure_overlap.py)
+#   overlap            compute kernels beside all-gather / reduce-scatter / all-reduce on 2 and 4 GPUs (measure_overlap.py)
+#   nccl_isolated      each collective alone, 64 KiB to 1 GiB, on every GPU of the machine (measure_nccl.py)
+#   nccl_back_to_back  the same, calls issued back to back as nccl-tests times them
 #
-# data/$GPU/collectives/nccl/ came with the reference dev set (its meta.json); no script here retakes it.
+# data/$GPU/collectives/nccl/ came with the reference dev set (its meta.json), taken by a script that is not here;
+# nccl_isolated/ and nccl_back_to_back/ say how it compares with each way of timing.
 source benchmarks/common/run_subject.sh
 set -euo pipefail
 what=${1:?usage: collectives/measure.sh WHAT (see its header)}
@@ -20,5 +23,10 @@ case $what in
           -m benchmarks.collectives.measure_overlap --out "$dir/overlap_$w.json" > "$dir/overlap_$w.log" 2>&1
     done
     meta "$dir" benchmarks/collectives/measure_overlap.py "--out overlap_W.json (W = 2, 4)" ;;
+  nccl_isolated|nccl_back_to_back)
+    dir=$(leaf collectives "$what")
+    flag=$([[ $what == nccl_back_to_back ]] && echo --back-to-back || true)
+    python3 -m torch.distributed.run --standalone --nproc_per_node="$(nvidia-smi -L | wc -l)" \
+        -m benchmarks.collectives.measure_nccl --out "$dir" $flag > "$dir/log.txt" 2>&1 ;;
   *) echo "collectives: unknown WHAT $what (see benchmarks/collectives/measure.sh)" >&2; exit 2 ;;
 esac
