@@ -26,14 +26,26 @@ from phantora.profiler.oplog import read_ops
 from benchmarks.common.paths import data_dir
 
 GPU = "h200"
-"""The GPU whose kernels are measured; another GPU's fit needs its own data/<gpu>/kernels/ first."""
+"""The GPU whose data/<gpu>/kernels/ is read; `use_gpu` picks another (its own measurements, same leaves)."""
 KERNELS = data_dir(GPU, "kernels")
 RAW_GLOBS = ("micro/*/*_ops*.jsonl.gz", "in_step/*/*_ops*.jsonl.gz")
 """Microbenchmark sweeps (measure_micro.py) and ops inside real training steps (measure_in_step.py)."""
 IN_STEP_GLOB = "in_step/*/*_ops.jsonl.gz"
-BENCHMARK_OPS = data_dir(GPU, "e2e", "coverage", "ops")
+BENCHMARK_OPS = data_dir("h200", "e2e", "coverage", "ops")
+"""The accuracy benchmark's op signatures, simulated once (the ops do not depend on the GPU): the op list that
+micro/coverage_all/ measured on every GPU (its meta.json)."""
 BENCHMARK_COLD = KERNELS / "micro" / "coverage_all" / "all_cold.jsonl"
 BENCHMARK_WARM = KERNELS / "micro" / "coverage_all" / "all_hot.jsonl"
+
+
+def use_gpu(gpu: str) -> None:
+    """Read data/<gpu>/kernels/ from now on."""
+    global GPU, KERNELS, BENCHMARK_COLD, BENCHMARK_WARM
+    GPU, KERNELS = gpu, data_dir(gpu, "kernels")
+    BENCHMARK_COLD = KERNELS / "micro" / "coverage_all" / "all_cold.jsonl"
+    BENCHMARK_WARM = KERNELS / "micro" / "coverage_all" / "all_hot.jsonl"
+
+
 SIZE_CLASS_BOUNDS_NS = (20_000, 100_000, 1_000_000)
 MIN_PAIRS = 5
 

@@ -11,8 +11,7 @@ import pytest
 from benchmarks.kernels import dataset
 from phantora.models.compute import ComputeModel, KernelDatabase
 from phantora.models.opcall import decode_op
-from phantora.specs import get_gpu_spec
-from phantora.specs import load_profile
+from phantora.specs import get_gpu_spec, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = get_gpu_spec("h200")
@@ -42,13 +41,26 @@ def test_packaged_database_covers_the_llama_benchmark():
     assert estimated == pytest.approx(measured, rel=0.01)
 
 
-def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark():
-    """Every signature the 23 configurations run (data/h200/e2e/coverage/ops) is measured for the H200."""
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+def test_the_shipped_database_has_every_op_of_the_accuracy_benchmark(gpu):
+    """Every signature the 23 configurations run (data/h200/e2e/coverage/ops) is measured on each GPU that has a
+    database of its own (data/<gpu>/kernels/micro/coverage_all)."""
     from phantora.profiler.oplog import read_ops
-    db = load_profile("h200").kernels.value
+    db = load_profile(gpu).kernels.value
     sigs = {sig for path in (ROOT / "data/h200/e2e/coverage/ops").glob("*.jsonl") for sig in read_ops(path).records}
     assert len(sigs) > 4000
     assert sorted(sigs - set(db.entries))[:3] == []
+
+
+def test_the_h100_database_holds_its_own_measurements_not_the_h200s():
+    """The H100's entries come from data/h100/kernels: its bandwidth-bound adds take about the HBM ratio (4.8 / 3.35
+    TB/s = 1.43) longer than the H200's entries of the same signature."""
+    h100, h200 = load_profile("h100").kernels.value, load_profile("h200").kernels.value
+    adds = [sig for sig in h100.entries if sig.startswith('["aten.add') and sig in h200.entries
+            and h200.entries[sig].kernel_ns > 50_000]
+    assert len(adds) >= 9
+    ratios = sorted(h100.entries[sig].kernel_ns / h200.entries[sig].kernel_ns for sig in adds)
+    assert 1.3 < ratios[len(ratios) // 2] < 1.55
 
 
 def test_microbenchmark_to_step_factors_are_medians_per_group_and_size_class():

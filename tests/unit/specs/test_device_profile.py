@@ -43,13 +43,13 @@ def test_known_gpus_are_the_folders_with_a_profile():
 
 def test_h100_marks_what_it_borrows_from_the_h200():
     h100 = load_profile("h100")
-    assert h100.borrowed() == {"nccl": "h200", "power": "h200", "sharing": "h200", "host": "h200",
-                               "calibration": "h200"}
+    assert h100.borrowed() == {"nccl": "h200", "power": "h200", "sharing": "h200", "host": "h200"}
     assert h100.host.source == "specs/h200/host.json" and h100.host.value == load_profile("h200").host.value
     assert h100.power.value.cap_w == 700.0  # its own limit, the H200's energies
-    # measured H200 kernel times do not carry over: no kernel database, no GEMM kernel table, not borrowed
-    assert len(h100.kernels.value) == 0 and h100.kernels.borrowed_from is None and "kernels" in h100.absent
-    assert len(h100.gemm_kernels.value) == 0
+    # its own kernel times and analytic calibration (data/h100/kernels), never the H200's
+    assert h100.kernels.source == "specs/h100/kernels.jsonl" and len(h100.kernels.value) > 4000
+    assert h100.calibration.source == "specs/h100/calibration.json" and h100.calibration.value.reference_gpu == "h100"
+    assert len(h100.gemm_kernels.value) == 0 and "gemm_kernels" in h100.absent
     assert load_profile("h200").borrowed() == {}
 
 
@@ -110,7 +110,7 @@ def test_every_fitted_constant_cites_a_fit_on_a_data_path():
 
 def _copy_specs(tmp_path: Path) -> Path:
     root = tmp_path / "specs"
-    for key in ("h200", "h100"):
+    for key in ("h200", "h100", "a100"):
         shutil.copytree(SPECS / key, root / key)
     return root
 
@@ -153,10 +153,10 @@ def test_a_part_neither_own_nor_borrowed_nor_absent_is_an_error(tmp_path):
 
 def test_a_gpu_with_its_own_file_uses_it_and_borrows_nothing_for_that_part(tmp_path):
     root = _copy_specs(tmp_path)
-    shutil.copy(root / "h200" / "kernels.jsonl", root / "h100" / "kernels.jsonl")
-    h100 = read_profile("h100", root)
-    assert h100.kernels.source == "specs/h100/kernels.jsonl" and h100.kernels.borrowed_from is None
-    assert h100.kernels.value.gpu == "h100" and len(h100.kernels.value) == len(load_profile("h200").kernels.value)
+    shutil.copy(root / "h200" / "kernels.jsonl", root / "a100" / "kernels.jsonl")
+    a100 = read_profile("a100", root)
+    assert a100.kernels.source == "specs/a100/kernels.jsonl" and a100.kernels.borrowed_from is None
+    assert a100.kernels.value.gpu == "a100" and len(a100.kernels.value) == len(load_profile("h200").kernels.value)
 
 
 def test_the_summary_of_an_h100_run_lists_the_borrowed_parts(tmp_path):
@@ -166,11 +166,10 @@ def test_the_summary_of_an_h100_run_lists_the_borrowed_parts(tmp_path):
     summary = build_summary(coordinator=coordinator, gpu=h100.spec, cluster=cluster, world_size=1, out_dir=tmp_path,
                             exit_code=0, complete=True, wall_s=1.0, processes=[], launcher_peak_rss_bytes=1 << 20,
                             borrowed=h100.borrowed())
-    assert summary["borrowed"] == {"calibration": "h200", "host": "h200", "nccl": "h200", "power": "h200",
-                                   "sharing": "h200"}
+    assert summary["borrowed"] == {"host": "h200", "nccl": "h200", "power": "h200", "sharing": "h200"}
     text = io.StringIO()
     print_summary(summary, file=text)
-    assert "borrowed from h200  calibration, host, NCCL tuning, power, sharing" in text.getvalue()
+    assert "borrowed from h200  host, NCCL tuning, power, sharing" in text.getvalue()
     own = build_summary(coordinator=coordinator, gpu=load_profile("h200").spec, cluster=cluster, world_size=1,
                         out_dir=tmp_path, exit_code=0, complete=True, wall_s=1.0, processes=[],
                         launcher_peak_rss_bytes=1 << 20, borrowed=load_profile("h200").borrowed())
