@@ -49,6 +49,7 @@ FITS = (
     Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases")),
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases")),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases")),
+    Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
     Fit("power", "benchmarks.power.fit", ("power/nvml",)),
 )
 """Every fit, in the order they depend on each other."""

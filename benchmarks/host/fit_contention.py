@@ -11,21 +11,24 @@ each step and rank: `python_loop_us`, a fixed pure-Python loop; benchmarks/workl
   end) in steps whose probes before and after are both contended, over the median of the same
   configuration's steps whose probes before and after are both uncontended.
 
-    python -m benchmarks.host.fit_contention
+    python -m benchmarks.host.fit_contention [--specs DIR]
 
-It prints what models/host_contention.py's H200_VM holds; that model is not among those whose constants live in
-src/phantora/specs/<gpu>/ yet, so nothing is written.
+and writes the fraction, the factor and the correlation time (`dwell_s`) to src/phantora/specs/h200/
+host_contention.json (the hosts the H200's host constants were measured on; `--host-contention h200-vm`).
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
-from benchmarks.common.paths import data_dir
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import SPECS, data_dir, relative
 from benchmarks.e2e import groundtruth
 from benchmarks.host import leases
 
@@ -62,15 +65,23 @@ def forward_host_ms(step: list) -> float | None:
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    args = p.parse_args()
     probes, transitions, step_s, by_lease = [], defaultdict(int), [], defaultdict(list)
+    seconds_in = defaultdict(float)
+    """Time spent in each state between consecutive probes (one step of that timeline each): the rates."""
     forward = defaultdict(lambda: {"uncontended": [], "contended": []})
     for lease, config, data in timelines():
         states = [s["python_loop_us"] > THRESHOLD_US for s in data["sched"]]
         probes += [s["python_loop_us"] for s in data["sched"]]
         by_lease[lease] += states
-        step_s += [step[-1][1] / 1e6 for step in data["steps"]]
+        steps = [step[-1][1] / 1e6 for step in data["steps"]]
+        step_s += steps
+        period = statistics.median(steps)
         for before, after in zip(states, states[1:]):
             transitions[(before, after)] += 1
+            seconds_in[before] += period
         for i in range(1, len(states)):
             ms = forward_host_ms(data["steps"][i])
             if ms is not None and states[i - 1] == states[i] and config in GROUND_TRUTH:
@@ -78,12 +89,15 @@ def main() -> None:
     contended = sum(p > THRESHOLD_US for p in probes) / len(probes)
     leave = transitions[(True, False)] / (transitions[(True, False)] + transitions[(True, True)])
     enter = transitions[(False, True)] / (transitions[(False, True)] + transitions[(False, False)])
-    period = statistics.median(step_s)
+    # each timeline's probes are one of its steps apart: the rates per second of leaving and entering contention
+    leave_per_s = transitions[(True, False)] / seconds_in[True]
+    enter_per_s = transitions[(False, True)] / seconds_in[False]
+    correlation_s = 1 / (leave_per_s + enter_per_s)
     print(f"probes: {len(probes)}, contended fraction {contended:.3f} ("
           + ", ".join(f"{lease} {sum(v) / len(v):.2f} of {len(v)}" for lease, v in sorted(by_lease.items())) + ")")
-    print(f"between steps ({period * 1000:.0f} ms apart, median): P(contended -> not) {leave:.2f}, "
-          f"P(not -> contended) {enter:.2f}; correlation time {period / (leave + enter):.2f} s, "
-          f"stationary contended fraction {enter / (enter + leave):.3f}")
+    print(f"between steps ({statistics.median(step_s) * 1000:.0f} ms apart, median): P(contended -> not) {leave:.2f}, "
+          f"P(not -> contended) {enter:.2f}; per second {leave_per_s:.2f} and {enter_per_s:.2f}: correlation time "
+          f"{correlation_s:.2f} s, stationary contended fraction {enter_per_s / (enter_per_s + leave_per_s):.3f}")
     ratios = []
     for config, times in sorted(forward.items()):
         if len(times["uncontended"]) < 3 or not times["contended"]:
@@ -93,7 +107,14 @@ def main() -> None:
         ratios += mine
         print(f"{config}: forward host {base:.1f} ms uncontended (n={len(times['uncontended'])}), contended / that: "
               + " ".join(f"{r:.2f}" for r in sorted(mine)))
-    print(f"contended factor of forward host time: median {statistics.median(ratios):.2f} over {len(ratios)} steps")
+    factor = statistics.median(ratios)
+    print(f"contended factor of forward host time: median {factor:.2f} over {len(ratios)} steps")
+    constants = {"contended_fraction": round(contended, 2), "contended_factor": round(factor, 2),
+                 "dwell_s": round(correlation_s, 2)}
+    source = f"benchmarks/host/fit_contention.py on the host-speed probes in {relative(TIMELINES)}"
+    written = update_fitted("h200", "host_contention", constants, dict.fromkeys(constants, source),
+                            specs_root=args.specs)
+    print(f"wrote {written}")
 
 
 if __name__ == "__main__":

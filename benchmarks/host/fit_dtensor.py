@@ -45,7 +45,8 @@ from benchmarks.host.fit_contention import forward_host_ms
 from phantora.specs import load_profile
 
 H200_HOST = load_profile("h200").host.value
-from phantora.models.host_contention import H200_VM
+MEAN_HOST_FACTOR = load_profile("h200").host_contention.value.mean_factor()
+"""The measured hosts' mean over an uncontended one's: the timelines' hosts, run as one uncontended host."""
 
 LLAMA = ["--ac", "none", "--dim", "2048", "--n-layers", "16", "--n-heads", "32", "--n-kv-heads", "8", "--ffn-dim",
          "8192", "--vocab", "128256", "--seq", "4096", "--batch", "2", "--steps", "6"]
@@ -94,7 +95,7 @@ def at_mean_host(script: str, world: int, args: list[str], out: str, **bench: st
     """Simulate benchmarks/workloads/`script` on `world` ranks, every one at the mean host, its output under `out`;
     `bench`: the workload's PHANTORA_BENCH_* variables (what it records beside)."""
     command = [sys.executable, "-m", "phantora.cli.main", "torchrun", "--gpu", "h200", "--nproc-per-node", str(world),
-               "--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.6f}", "--no-trace",
+               "--host-contention", "none", "--host-time-scale", f"{MEAN_HOST_FACTOR:.6f}", "--no-trace",
                "--out", out, str(BENCHMARKS / "workloads" / script), *args]
     env = {**os.environ, **bench, "PYTHONPATH": str(REPO / "src")}
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

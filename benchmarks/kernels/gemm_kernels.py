@@ -31,7 +31,6 @@ import numpy as np
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import SPECS, data_dir, relative
 from phantora.models.gemm_kernels import FORMAT, FREE, GemmKernelTable
-from phantora.models.host_contention import H200_VM
 from phantora.specs import load_profile
 
 GPU = "h200"
@@ -141,7 +140,7 @@ def main() -> None:
     print(f"{len(data['families'])} families, {len(data['kernels'])} kernels, {runs} runs over m "
           f"{sweep['sweep'][0]}-{sweep['sweep'][1]}; table lookups that miss the sweep: {mismatched}")
     rows = [row for path in REPLAYS for row in replay_rows(table, gemms, json.loads(path.read_text()))]
-    scale = H200_VM.mean_factor()
+    scale = load_profile(GPU).host_contention.value.mean_factor()
     for phase in ("forward", "backward"):
         some = [r for r in rows if r[0] == phase]
         for k in sorted({r[1] for r in some}):

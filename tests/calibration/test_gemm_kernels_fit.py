@@ -23,4 +23,4 @@ def test_the_shipped_table_is_what_the_sweep_builds_and_the_constant_what_the_re
     gemms = build.problems_by_size(sweep)
     rows = [r for path in build.REPLAYS for r in build.replay_rows(table, gemms, json.loads(path.read_text()))]
     per_kernel, _ = build.fit(rows)
-    assert abs(per_kernel * build.H200_VM.mean_factor() * 1e3 - H200_HOST.gemm_kernel_load_ns) < 50_000
+    assert abs(per_kernel * load_profile("h200").host_contention.value.mean_factor() * 1e3 - H200_HOST.gemm_kernel_load_ns) < 50_000

@@ -9,7 +9,6 @@ from conftest import SCRIPTS, rank_json
 from phantora.specs import load_profile
 
 H200_HOST = load_profile("h200").host.value
-from phantora.models.host_contention import H200_VM
 
 PROBE = str(SCRIPTS / "dist_probe.py")
 TRAIN = str(SCRIPTS / "parallel_train.py")
@@ -91,7 +90,8 @@ def test_contended_hosts_make_a_job_wait_for_its_slowest_rank(torchrun):
     """With the default contended hosts the ranks' hosts differ in speed around the mean host, and a tensor-
     parallel step (host-bound here) waits for the slowest at every collective: slower than the same job
     on identical hosts at the mean host's speed (models/host_contention.py Note [Contended hosts])."""
-    mean = ("--host-contention", "none", "--host-time-scale", f"{H200_VM.mean_factor():.9f}")
+    mean_factor = load_profile("h200").host_contention.value.mean_factor()
+    mean = ("--host-contention", "none", "--host-time-scale", f"{mean_factor:.9f}")
     runs = {"contended": torchrun(4, TRAIN, "--mode", "fsdp_tp"), "uniform": torchrun(4, *mean, TRAIN, "--mode", "fsdp_tp")}
     steps = {}
     for name, run in runs.items():

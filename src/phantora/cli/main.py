@@ -39,7 +39,7 @@ from phantora.cli.torchrun import (
     torchrun_plan,
 )
 from phantora.config.run import HOST_TIME_MODES, RankConfig, positive_finite
-from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION
+from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION_CHOICES
 from phantora.models.network import ClusterNetworkConfig
 from phantora.profiler.command import add_profile_arguments, run_profile
 from phantora.profiler.database import combined_database
@@ -94,7 +94,7 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
            help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
                 "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
                 "measured the CPU time measured on this machine")
-    option(p, "--host-contention", choices=tuple(HOST_CONTENTION), default=DEFAULT_HOST_CONTENTION,
+    option(p, "--host-contention", choices=HOST_CONTENTION_CHOICES, default=DEFAULT_HOST_CONTENTION,
            help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
                 "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
                 "of several ranks waits for its slowest (default); none = dedicated hosts "

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION
+from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTENTION_CHOICES
 
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
 """The CLI hands the rank process its `RankConfig` as JSON through this variable."""
@@ -60,11 +60,11 @@ class RankConfig:
 
     host_contention: str = DEFAULT_HOST_CONTENTION
     """`--host-contention`: how contended the target cluster's host CPUs are (models/host_contention.py
-    Note [Contended hosts]): a key of `HOST_CONTENTION`. Host model only."""
+    Note [Contended hosts]): one of `HOST_CONTENTION_CHOICES`. Host model only."""
 
     def __post_init__(self) -> None:
-        if self.host_contention not in HOST_CONTENTION:
-            raise ValueError(f"--host-contention must be one of {', '.join(HOST_CONTENTION)}, "
+        if self.host_contention not in HOST_CONTENTION_CHOICES:
+            raise ValueError(f"--host-contention must be one of {', '.join(HOST_CONTENTION_CHOICES)}, "
                              f"got {self.host_contention!r}")
         if not 1 <= self.devices_per_process <= 64:
             raise ValueError(f"devices per process must be between 1 and 64, got {self.devices_per_process}")

@@ -2,9 +2,9 @@
 
 Note [Contended hosts]
 On the H200 machines the host model was measured on (VMs), a process's main thread runs at one of two
-speeds, and which one changes about every half second (benchmarks/host/fit_contention.py on
-data/h200/host/leases: 459 host-speed probes of real runs on four leases; 1548 probes on nine leases give the
-same 0.53 and 1.48):
+speeds, and which one changes about every half second (specs/h200/host_contention.json, fitted by
+benchmarks/host/fit_contention.py on the host-speed probes in data/h200/e2e/timelines: 459 probes of real
+runs on four leases; 1647 probes on ten leases give 0.52, 1.48 and a correlation time of 0.23 s):
 - about half the time (0.53; 0.28, 0.40, 0.72 and 0.85 on the four leases) its vCPU is contended below the
   guest, and the same host work takes 1.47x as long (a rank's forward host time in steps that were
   contended throughout, over uncontended steps; a pure-Python loop 1.7x, kernel launches 1.4x);
@@ -77,27 +77,33 @@ def _binomial_tails(n: int, p: float) -> list[float]:
     return tails
 
 
-H200_VM = HostContention(contended_fraction=0.53, contended_factor=1.47, dwell_s=0.45)
-"""The lent H200 machines' hosts (Note [Contended hosts]); the host model's constants are their mean host's."""
 DEDICATED = HostContention(contended_fraction=0.0, contended_factor=1.0, dwell_s=1.0)
 """Hosts whose CPUs nothing else contends."""
 
-HOST_CONTENTION = {"h200-vm": H200_VM, "none": DEDICATED}
-"""`--host-contention` choices."""
+HOST_CONTENTION_CHOICES = ("h200-vm", "none")
+"""`--host-contention`: "h200-vm", hosts contended as those the host model was measured on (the GPU profile's
+`host_contention`, fitted on the lent H200 VMs); "none", dedicated hosts."""
 DEFAULT_HOST_CONTENTION = "h200-vm"
 """The hosts the host model was measured on: what `--host-contention` is unless given."""
 
 
+def contention_for(choice: str, measured: HostContention) -> HostContention:
+    """The hosts `--host-contention choice` simulates, given those the host constants were `measured` on."""
+    if choice not in HOST_CONTENTION_CHOICES:
+        raise ValueError(f"--host-contention must be one of {', '.join(HOST_CONTENTION_CHOICES)}, got {choice!r}")
+    return measured if choice == "h200-vm" else DEDICATED
+
+
 class HostSpeed:
-    """One rank's host time factor over simulated time, relative to the host model's constants (the mean
-    host of `H200_VM`, where they were measured), on hosts contended as `contention` says."""
+    """One rank's host time factor over simulated time, relative to the host model's constants (the mean host
+    of those they were `measured` on), on hosts contended as `contention` says."""
 
     __slots__ = ("_rank", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
 
-    def __init__(self, contention: HostContention, rank: int, world_size: int) -> None:
+    def __init__(self, contention: HostContention, rank: int, world_size: int, measured: HostContention) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
-        mean = H200_VM.mean_factor()
+        mean = measured.mean_factor()
         self._rank = rank
         self._factors = [f / mean for f in contention.place_factors(world_size)]
         self._uniform = self._factors[0] == self._factors[-1]

@@ -18,7 +18,7 @@ from phantora.config.run import RankConfig
 from phantora.models.compute import ComputeModel
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostModel
-from phantora.models.host_contention import HOST_CONTENTION, HostSpeed
+from phantora.models.host_contention import HostSpeed, contention_for
 from phantora.models.measured_host import host_model_for
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
 from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
@@ -86,7 +86,9 @@ class Session:
             self.on_the_fly = OnTheFlyClient(config.profile_worker)
         self._not_measured: set[OpCall] = set()
         self.host = host or host_model_for(config.host_time, self.profile.host.value, config.host_time_scale)
-        self.host_speed = HostSpeed(HOST_CONTENTION[config.host_contention], config.rank, config.world_size)
+        measured = self.profile.host_contention.value
+        self.host_speed = HostSpeed(contention_for(config.host_contention, measured), config.rank, config.world_size,
+                                    measured)
         """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)

@@ -9,6 +9,7 @@ GPU and which it has none of) and the data files of the parts measured on it:
 | `power`        | `power.json`        | board power limit and energies (`PowerCap`), fitted            |
 | `sharing`      | `sharing.json`      | compute/NCCL interference on one GPU (`GpuSharing`), fitted    |
 | `host`         | `host.json`         | host CPU time per kind of call (`HostConstants`), fitted       |
+| `host_contention` | `host_contention.json` | how contended those hosts were (`HostContention`), fitted |
 | `calibration`  | `calibration.json`  | the compute model's analytic efficiencies (`Calibration`)      |
 | `kernels`      | `kernels.jsonl`     | measured kernel times (`KernelDatabase`)                       |
 | `gemm_kernels` | `gemm_kernels.json` | which kernel cuBLAS runs per GEMM problem (`GemmKernelTable`)  |
@@ -35,6 +36,7 @@ from phantora.models.compute import Calibration, KernelDatabase
 from phantora.models.gemm_kernels import GemmKernelTable
 from phantora.models.gpu import GpuSpec
 from phantora.models.host import HostConstants
+from phantora.models.host_contention import HostContention
 from phantora.models.interference import GpuSharing
 from phantora.models.network.config import NCCL_TABLE_SOURCES, NcclTuning, NodeDefaults, PerProtocol
 from phantora.models.power import PowerCap
@@ -43,14 +45,16 @@ T = TypeVar("T")
 
 PART_FILES: Mapping[str, str] = {
     "nccl": "nccl.json", "power": "power.json", "sharing": "sharing.json", "host": "host.json",
-    "calibration": "calibration.json", "kernels": "kernels.jsonl", "gemm_kernels": "gemm_kernels.json",
+    "host_contention": "host_contention.json", "calibration": "calibration.json", "kernels": "kernels.jsonl",
+    "gemm_kernels": "gemm_kernels.json",
 }
 """Each part of a profile and its file in a GPU's folder."""
 MAY_BE_ABSENT = frozenset({"power", "kernels", "gemm_kernels"})
 """Parts a GPU may lack: the simulation runs without a power limit, measured kernels or first-launch costs."""
 PART_NAMES: Mapping[str, str] = {
-    "nccl": "NCCL tuning", "power": "power", "sharing": "sharing", "host": "host", "calibration": "calibration",
-    "kernels": "kernel database", "gemm_kernels": "GEMM kernel table",
+    "nccl": "NCCL tuning", "power": "power", "sharing": "sharing", "host": "host",
+    "host_contention": "host contention", "calibration": "calibration", "kernels": "kernel database",
+    "gemm_kernels": "GEMM kernel table",
 }
 """How the run summary names each part."""
 
@@ -90,6 +94,8 @@ class DeviceProfile:
     """None: the GPU runs without a power limit (`[absent]`)."""
     sharing: Part[GpuSharing]
     host: Part[HostConstants]
+    host_contention: Part[HostContention]
+    """How contended the hosts that `host` was measured on were: `--host-contention h200-vm` simulates such hosts."""
     calibration: Part[Calibration]
     kernels: Part[KernelDatabase]
     """Empty where no kernel was measured on this GPU: the analytic model alone."""
@@ -162,6 +168,7 @@ def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
         "power": lambda file, src: _power(_fitted(file, src, "power"), power_cap_w, src),
         "sharing": lambda file, src: _sharing(_fitted(file, src, "sharing"), src),
         "host": lambda file, src: _host(_fitted(file, src, "host"), src),
+        "host_contention": lambda file, src: _host_contention(_fitted(file, src, "host_contention"), src),
         "calibration": lambda file, src: Calibration.from_dict(_json(file, src)),
         "kernels": lambda file, src: _kernels(file, src, key),
         "gemm_kernels": lambda file, src: GemmKernelTable.from_dict(_json(file, src)),
@@ -265,6 +272,11 @@ def _construct(cls: type[T], where: str, **values: Any) -> T:
 def _host(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> HostConstants:
     constants, _ = fitted
     return _construct(HostConstants, where, **constants)
+
+
+def _host_contention(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> HostContention:
+    constants, _ = fitted
+    return _construct(HostContention, where, **constants)
 
 
 def _power(fitted: tuple[dict[str, Any], dict[str, str]], cap_w: float | None, where: str) -> PowerCap:

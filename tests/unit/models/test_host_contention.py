@@ -7,10 +7,14 @@ import math
 import pytest
 
 from phantora.config.run import RankConfig
-from phantora.models.host_contention import DEDICATED, H200_VM, HostContention, HostSpeed
+from phantora.models.host_contention import DEDICATED, HostContention, HostSpeed, contention_for
 from phantora.protocol.records import HostSleepRecord
 from phantora.runtime.session import Session
+from phantora.specs import load_profile
 from recording_transport import Recording
+
+H200_VM = load_profile("h200").host_contention.value
+"""The lent H200 VMs' hosts, where the host model was measured (Note [Contended hosts])."""
 
 
 def test_places_keep_the_mean_host_and_order_the_ranks():
@@ -38,7 +42,7 @@ def test_a_rank_keeps_its_place_for_the_dwell_time_and_the_places_move():
     a single process is the mean host; dedicated hosts are the mean host without its contention."""
     n, dwell_ns = 4, round(H200_VM.dwell_s * 1e9)
     mean = H200_VM.mean_factor()
-    speeds = [HostSpeed(H200_VM, r, n) for r in range(n)]
+    speeds = [HostSpeed(H200_VM, r, n, H200_VM) for r in range(n)]
     expected = sorted(f / mean for f in H200_VM.place_factors(n))
     slowest = set()
     for interval in range(40):
@@ -48,11 +52,11 @@ def test_a_rank_keeps_its_place_for_the_dwell_time_and_the_places_move():
         assert all(s.factor(interval * dwell_ns) == f for s, f in zip(speeds, factors))  # same interval, same place
         slowest.add(factors.index(max(factors)))
     assert slowest == set(range(n))
-    again = HostSpeed(H200_VM, 2, n)
+    again = HostSpeed(H200_VM, 2, n, H200_VM)
     assert [again.factor(t) for t in range(0, 40 * dwell_ns, dwell_ns)] == \
-           [HostSpeed(H200_VM, 2, n).factor(t) for t in range(0, 40 * dwell_ns, dwell_ns)]  # deterministic
-    assert HostSpeed(H200_VM, 0, 1).factor(123) == pytest.approx(1.0)
-    assert HostSpeed(DEDICATED, 1, 4).factor(123) == pytest.approx(1 / mean)
+           [HostSpeed(H200_VM, 2, n, H200_VM).factor(t) for t in range(0, 40 * dwell_ns, dwell_ns)]  # deterministic
+    assert HostSpeed(H200_VM, 0, 1, H200_VM).factor(123) == pytest.approx(1.0)
+    assert HostSpeed(DEDICATED, 1, 4, H200_VM).factor(123) == pytest.approx(1 / mean)
 
 
 def test_invalid_contention_and_ranks_are_refused():
@@ -61,9 +65,12 @@ def test_invalid_contention_and_ranks_are_refused():
     with pytest.raises(ValueError):
         HostContention(contended_fraction=0.5, contended_factor=0.5, dwell_s=1)
     with pytest.raises(ValueError, match="outside"):
-        HostSpeed(H200_VM, 4, 4)
+        HostSpeed(H200_VM, 4, 4, H200_VM)
     with pytest.raises(ValueError, match="--host-contention must be"):
         RankConfig(gpu="h200", host_contention="busy")
+    with pytest.raises(ValueError, match="--host-contention must be"):
+        contention_for("busy", H200_VM)
+    assert contention_for("h200-vm", H200_VM) is H200_VM and contention_for("none", H200_VM) is DEDICATED
 
 
 def _session(rank: int, world_size: int, contention: str = "h200-vm") -> Session:

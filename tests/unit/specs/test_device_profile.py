@@ -13,6 +13,7 @@ import pytest
 
 import phantora
 from phantora.engine.coordinator import Coordinator
+from phantora.models.host_contention import HostContention
 from phantora.models.interference import GpuSharing
 from phantora.models.network import NetworkSimulator, Topology
 from phantora.models.network.config import NcclTuning, PerProtocol
@@ -43,7 +44,8 @@ def test_known_gpus_are_the_folders_with_a_profile():
 
 def test_h100_marks_what_it_borrows_from_the_h200():
     h100 = load_profile("h100")
-    assert h100.borrowed() == {"nccl": "h200", "power": "h200", "sharing": "h200", "host": "h200"}
+    assert h100.borrowed() == {"nccl": "h200", "power": "h200", "sharing": "h200", "host": "h200",
+                               "host_contention": "h200"}
     assert h100.host.source == "specs/h200/host.json" and h100.host.value == load_profile("h200").host.value
     assert h100.power.value.cap_w == 700.0  # its own limit, the H200's energies
     # its own kernel times and analytic calibration (data/h100/kernels), never the H200's
@@ -92,6 +94,7 @@ def test_the_h200_profile_holds_the_constants_the_models_were_fitted_with():
     assert host.accumulating_call_ns == {"FSDPState._root_post_backward_final_callback": 106_500,
                                          "FSDPParamGroup.post_backward": 139_600}
     assert h200.calibration.value.reference_gpu == "h200" and len(h200.kernels.value) > 1000
+    assert h200.host_contention.value == HostContention(contended_fraction=0.53, contended_factor=1.47, dwell_s=0.45)
     cluster = cluster_from_flags(gpu="h200")
     assert cluster.nvlink.bandwidth_bytes_per_s == 450e9 and cluster.nic.bandwidth_bytes_per_s == 400e9 / 8
     assert cluster.nccl is nccl
@@ -166,10 +169,11 @@ def test_the_summary_of_an_h100_run_lists_the_borrowed_parts(tmp_path):
     summary = build_summary(coordinator=coordinator, gpu=h100.spec, cluster=cluster, world_size=1, out_dir=tmp_path,
                             exit_code=0, complete=True, wall_s=1.0, processes=[], launcher_peak_rss_bytes=1 << 20,
                             borrowed=h100.borrowed())
-    assert summary["borrowed"] == {"host": "h200", "nccl": "h200", "power": "h200", "sharing": "h200"}
+    assert summary["borrowed"] == {"host": "h200", "host_contention": "h200", "nccl": "h200", "power": "h200",
+                                   "sharing": "h200"}
     text = io.StringIO()
     print_summary(summary, file=text)
-    assert "borrowed from h200  host, NCCL tuning, power, sharing" in text.getvalue()
+    assert "borrowed from h200  host, host contention, NCCL tuning, power, sharing" in text.getvalue()
     own = build_summary(coordinator=coordinator, gpu=load_profile("h200").spec, cluster=cluster, world_size=1,
                         out_dir=tmp_path, exit_code=0, complete=True, wall_s=1.0, processes=[],
                         launcher_peak_rss_bytes=1 << 20, borrowed=load_profile("h200").borrowed())
