@@ -110,6 +110,12 @@ def same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def database_lines(path: Path) -> dict[str, str]:
+    """A kernels.jsonl's entries (the header skipped), by signature."""
+    return {json.dumps(json.loads(line).get("sig", line), sort_keys=True): line
+            for line in path.read_text().splitlines()[1:]}
+
+
 def table_report(gpu: str, name: str, new_path: Path) -> list[str]:
     old_path = shipped_table(gpu, name)
     if old_path is None:
@@ -117,10 +123,7 @@ def table_report(gpu: str, name: str, new_path: Path) -> list[str]:
     if old_path.read_bytes() == new_path.read_bytes():
         return []
     if name.endswith(".jsonl"):
-        old = {json.dumps(json.loads(line).get("sig", line), sort_keys=True): line
-               for line in old_path.read_text().splitlines()[1:]}
-        new = {json.dumps(json.loads(line).get("sig", line), sort_keys=True): line
-               for line in new_path.read_text().splitlines()[1:]}
+        old, new = database_lines(old_path), database_lines(new_path)
         moved = sum(old[k] != new[k] for k in old.keys() & new.keys())
         return [f"  ~ {len(new)} entries: {len(new.keys() - old.keys())} new, {len(old.keys() - new.keys())} gone, "
                 f"{moved} changed, {len(old.keys() & new.keys()) - moved} the same"]

@@ -6,11 +6,11 @@ programs, held out). This script copies such rows into `data/<gpu>/e2e/accuracy/
 each row as its benchmark wrote it plus its set (from `benchmarks/e2e/split.toml`), the commit and the date;
 then it rewrites the table and the summary lines between the markers of docs/accuracy.md.
 
-    python benchmarks/e2e/report.py                          # rewrite the table from data/*/e2e/accuracy/rows.json
-    python benchmarks/e2e/report.py --check                  # exit 1 if docs/accuracy.md is not what it would write
-    python benchmarks/e2e/report.py --import rows.json fw.json --commit abc1234   # store rows, then rewrite
+    python -m benchmarks.e2e.report                          # rewrite the table from data/*/e2e/accuracy/rows.json
+    python -m benchmarks.e2e.report --check                  # exit 1 if docs/accuracy.md is not what it would write
+    python -m benchmarks.e2e.report --import rows.json fw.json --commit abc1234   # store rows, then rewrite
 
-It imports nothing from benchmarks/: the benchmarks may move, their output files are the interface.
+It reads the benchmarks' output files only (their rows are the interface), not their code.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+
 DOC = REPO / "docs" / "accuracy.md"
-SPLIT = REPO / "benchmarks" / "e2e" / "split.toml"
-DATA = REPO / "data"
+SPLIT = BENCHMARKS / "e2e" / "split.toml"
 BEGIN, END = "<!-- table:begin -->", "<!-- table:end -->"
 SETS = {"fitting": "fitting", "held_out": "held out"}
 # Which benchmark wrote a row, told by its shape: the fitting benchmark pairs (measured, predicted) per quantity,
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     updated = with_block(doc, generated_block(read_stored(args.data), split))
     if args.check:
         if updated != doc:
-            print(f"{args.doc} is out of date: run python benchmarks/e2e/report.py", file=sys.stderr)
+            print(f"{args.doc} is out of date: run python -m benchmarks.e2e.report", file=sys.stderr)
             return 1
         return 0
     if updated != doc:

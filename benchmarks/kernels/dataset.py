@@ -25,17 +25,16 @@ from phantora.profiler.oplog import read_ops
 
 from benchmarks.common.paths import data_dir
 
-GPU = "h200"
-"""The GPU whose data/<gpu>/kernels/ is read; `use_gpu` picks another (its own measurements, same leaves)."""
-KERNELS = data_dir(GPU, "kernels")
 RAW_GLOBS = ("micro/*/*_ops*.jsonl.gz", "in_step/*/*_ops*.jsonl.gz")
 """Microbenchmark sweeps (measure_micro.py) and ops inside real training steps (measure_in_step.py)."""
 IN_STEP_GLOB = "in_step/*/*_ops.jsonl.gz"
 BENCHMARK_OPS = data_dir("h200", "e2e", "coverage", "ops")
 """The accuracy benchmark's op signatures, simulated once (the ops do not depend on the GPU): the op list that
 micro/coverage_all/ measured on every GPU (its meta.json)."""
-BENCHMARK_COLD = KERNELS / "micro" / "coverage_all" / "all_cold.jsonl"
-BENCHMARK_WARM = KERNELS / "micro" / "coverage_all" / "all_hot.jsonl"
+GPU = "h200"
+"""The GPU whose data/<gpu>/kernels/ is read; `use_gpu` picks another (its own measurements, same leaves)."""
+KERNELS = BENCHMARK_COLD = BENCHMARK_WARM = Path()
+"""data/<GPU>/kernels/ and its `phantora profile` measurements of BENCHMARK_OPS, cold and warm (`use_gpu`)."""
 
 
 def use_gpu(gpu: str) -> None:
@@ -44,6 +43,9 @@ def use_gpu(gpu: str) -> None:
     GPU, KERNELS = gpu, data_dir(gpu, "kernels")
     BENCHMARK_COLD = KERNELS / "micro" / "coverage_all" / "all_cold.jsonl"
     BENCHMARK_WARM = KERNELS / "micro" / "coverage_all" / "all_hot.jsonl"
+
+
+use_gpu(GPU)
 
 
 SIZE_CLASS_BOUNDS_NS = (20_000, 100_000, 1_000_000)

@@ -140,7 +140,8 @@ def main() -> None:
     print(f"{len(data['families'])} families, {len(data['kernels'])} kernels, {runs} runs over m "
           f"{sweep['sweep'][0]}-{sweep['sweep'][1]}; table lookups that miss the sweep: {mismatched}")
     rows = [row for path in REPLAYS for row in replay_rows(table, gemms, json.loads(path.read_text()))]
-    scale = load_profile(GPU).host_contention.value.mean_factor()
+    profile = load_profile(GPU)
+    scale = profile.host_contention.value.mean_factor()
     for phase in ("forward", "backward"):
         some = [r for r in rows if r[0] == phase]
         for k in sorted({r[1] for r in some}):
@@ -149,8 +150,8 @@ def main() -> None:
                   f"{excess[len(excess) // 2]:.0f} µs")
     per_kernel, per_problem = fit(rows)
     print(f"at the mean host (x{scale:.3f}): a first kernel launch {per_kernel * scale:.0f} µs "
-          f"(gemm_kernel_load_ns now {load_profile(GPU).host.value.gemm_kernel_load_ns / 1e3:.0f}), a new problem "
-          f"{per_problem * scale:.0f} µs (gemm_select_ns {load_profile(GPU).host.value.gemm_select_ns / 1e3:.0f})")
+          f"(gemm_kernel_load_ns now {profile.host.value.gemm_kernel_load_ns / 1e3:.0f}), a new problem "
+          f"{per_problem * scale:.0f} µs (gemm_select_ns {profile.host.value.gemm_select_ns / 1e3:.0f})")
     if args.write:
         out = args.specs / GPU / TABLE
         out.parent.mkdir(parents=True, exist_ok=True)

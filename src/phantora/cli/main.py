@@ -254,23 +254,19 @@ def gpu_profile(name: str) -> DeviceProfile:
         raise CliError(str(error)) from None
 
 
-def _gpu_key(name: str) -> str:
-    return gpu_profile(name).key
-
-
 def cluster_file(path: str) -> ClusterNetworkConfig:
     """The cluster from a TOML file; its `gpu` must name a GPU model Phantora has specs for."""
     try:
         cluster = cluster_from_toml(path)
     except ValueError as error:
         raise CliError(str(error)) from None
-    _gpu_key(cluster.gpu)
+    gpu_profile(cluster.gpu)  # a GPU Phantora has a profile for
     return cluster
 
 
 def cluster_from_gpu(gpu: str, *, nodes: int, gpus_per_node: int) -> ClusterNetworkConfig:
     try:
-        return cluster_from_flags(gpu=_gpu_key(gpu), nodes=nodes, gpus_per_node=gpus_per_node)
+        return cluster_from_flags(gpu=gpu_profile(gpu).key, nodes=nodes, gpus_per_node=gpus_per_node)
     except ValueError as error:
         raise CliError(str(error)) from None
 
@@ -292,7 +288,7 @@ def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
 
 
 def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
-    key = _gpu_key(gpu)
+    key = gpu_profile(gpu).key
     try:
         return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,

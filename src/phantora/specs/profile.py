@@ -167,8 +167,8 @@ def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
         "nccl": lambda file, src: _nccl(_fitted(file, src, "nccl"), src),
         "power": lambda file, src: _power(_fitted(file, src, "power"), power_cap_w, src),
         "sharing": lambda file, src: _sharing(_fitted(file, src, "sharing"), src),
-        "host": lambda file, src: _host(_fitted(file, src, "host"), src),
-        "host_contention": lambda file, src: _host_contention(_fitted(file, src, "host_contention"), src),
+        "host": lambda file, src: _fields_of(HostConstants, _fitted(file, src, "host"), src),
+        "host_contention": lambda file, src: _fields_of(HostContention, _fitted(file, src, "host_contention"), src),
         "calibration": lambda file, src: Calibration.from_dict(_json(file, src)),
         "kernels": lambda file, src: _kernels(file, src, key),
         "gemm_kernels": lambda file, src: GemmKernelTable.from_dict(_json(file, src)),
@@ -269,14 +269,10 @@ def _construct(cls: type[T], where: str, **values: Any) -> T:
         raise ProfileError(f"{where}: {error}") from None
 
 
-def _host(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> HostConstants:
+def _fields_of(cls: type[T], fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> T:
+    """A dataclass whose fitted file's constants are its fields as they are (host, host contention)."""
     constants, _ = fitted
-    return _construct(HostConstants, where, **constants)
-
-
-def _host_contention(fitted: tuple[dict[str, Any], dict[str, str]], where: str) -> HostContention:
-    constants, _ = fitted
-    return _construct(HostContention, where, **constants)
+    return _construct(cls, where, **constants)
 
 
 def _power(fitted: tuple[dict[str, Any], dict[str, str]], cap_w: float | None, where: str) -> PowerCap:
