@@ -130,6 +130,7 @@ from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.power import GpuPower, PowerCap
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
+from phantora.protocol.symmetry import RankSymmetry
 from phantora.protocol.records import (
     COLLECTIVE_OPS,
     NOT_DONE,
@@ -256,17 +257,22 @@ class _Call:
 class _Rendezvous:
     """One operation across its members: filled as their records arrive and their streams reach it."""
 
-    __slots__ = ("key", "net_op", "size_bytes", "root", "ops", "calls", "unreached", "result", "start_ns")
+    __slots__ = ("key", "net_op", "size_bytes", "root", "members", "ops", "calls", "unreached", "result",
+                 "start_ns")
 
-    def __init__(self, key: MatchKey, net_op: str, size_bytes: int, root: int | None) -> None:
+    def __init__(self, key: MatchKey, net_op: str, size_bytes: int, root: int | None,
+                 members: tuple[int, ...]) -> None:
         self.key = key
         self.net_op = net_op
         self.size_bytes = size_bytes
         self.root = root
+        self.members = members
+        """The group's members that send records: all of them, or its representative ranks (Note
+        [Representative ranks] in protocol/symmetry.py); the others reach it when their representative does."""
         self.ops: dict[int, str] = {}
         """The record op each member sent, by rank."""
         self.calls: dict[int, _Call] = {}
-        self.unreached = len(key[1])
+        self.unreached = len(members)
         """Members whose stream has not reached the operation yet (or whose record is still to come)."""
         self.result: CollectiveResult | None = None
         self.start_ns = 0
@@ -319,16 +325,27 @@ class Coordinator:
     """Owns every rank's GPU timeline and the network; answers sync requests. See the module Notes."""
 
     def __init__(self, world_size: int, network: NetworkSimulator, *, launch_latency_ns: int = 0,
-                 sharing: GpuSharing = NO_SHARING, power: PowerCap | None = None) -> None:
+                 sharing: GpuSharing = NO_SHARING, power: PowerCap | None = None,
+                 symmetry: RankSymmetry | None = None) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")
         if launch_latency_ns < 0:
             raise ValueError(f"launch_latency_ns must be >= 0, got {launch_latency_ns}")
         self.world_size = world_size
+        self.symmetry = symmetry if symmetry is not None else RankSymmetry.everyone(world_size)
+        if self.symmetry.world_size != world_size:
+            raise ValueError(f"the rank symmetry is for {self.symmetry.world_size} ranks, not {world_size}")
+        if self.symmetry.mirrored and getattr(network, "gpu_period", 0) != self.symmetry.period:
+            raise ValueError("with representative ranks the network must know the period of the GPUs' compute: "
+                             f"NetworkSimulator(..., gpu_period={self.symmetry.period})")
+        self.processes = self.symmetry.period
+        """Ranks that send records: the representatives (Note [Representative ranks]); every rank without mirrors."""
         self.network = network
         self.launch_latency_ns = launch_latency_ns
         """Time from a launch call on the host to the earliest moment the work can start on its stream."""
-        self._ranks = [_Rank(r) for r in range(world_size)]
+        self._ranks = [_Rank(r) for r in range(self.processes)]
+        self._images: set[MatchKey] = set()
+        """Network keys of the copies of local groups' operations on the mirrors, in flight."""
         self._rendezvous: dict[MatchKey, _Rendezvous] = {}
         self._in_network: dict[MatchKey, _Rendezvous] = {}
         self._results: list[CollectiveResult] = []
@@ -348,7 +365,7 @@ class Coordinator:
                              f"NetworkSimulator(..., sharing=...)")
         if power is not None and not self._shared:
             raise ValueError("a power cap needs a sharing model: kernels must be placed in time order (Note [Power cap])")
-        self._power = [GpuPower(power) for _ in range(world_size)] if power is not None else None
+        self._power = [GpuPower(power) for _ in range(self.processes)] if power is not None else None
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
@@ -356,8 +373,8 @@ class Coordinator:
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
         """Take one batch of `rank`'s records (program order); return every reply now final, of any rank."""
-        if not 0 <= rank < self.world_size:
-            raise ProtocolError(f"rank {rank} is outside the world of {self.world_size} ranks")
+        if not 0 <= rank < self.processes:
+            raise ProtocolError(f"rank {rank} is outside the {self.processes} ranks that run")
         rk = self._ranks[rank]
         for record in records:
             self._accept(rk, record)
@@ -515,10 +532,14 @@ class Coordinator:
         # Note [Uneven all-to-alls]: with split sizes (a mixture-of-experts layer's token exchange),
         # each member of an all-to-all sends its own amount. The network is given the largest: the
         # member with the most to move is the last to finish, and NCCL's call ends for all together.
+        if not self.symmetry.admits(group, point_to_point=net_op == "send_recv"):
+            raise ProtocolError(f"{where}: the group breaks the symmetry of representative ranks every "
+                                f"{self.symmetry.period} ranks; the rank should have stopped when it built it")
         key: MatchKey = (rec.tag, group, rec.seq)
         rv = self._rendezvous.get(key)
         if rv is None:
-            rv = self._rendezvous[key] = _Rendezvous(key, net_op, rec.size_bytes, root)
+            members = tuple(g for g in group if g < self.processes)
+            rv = self._rendezvous[key] = _Rendezvous(key, net_op, rec.size_bytes, root, members)
         else:
             if rv.result is not None or rk.rank in rv.ops:
                 raise CollectiveMismatchError(f"{where}: this rank already issued this (tag, group, seq); "
@@ -617,24 +638,36 @@ class Coordinator:
     def _launch(self, rv: _Rendezvous) -> None:
         """Every member has reached the operation: it starts on the network when the last one did."""
         tag, group, seq = rv.key
-        start_ns = max(rv.calls[g].member_start_ns for g in group)
+        start_ns = max(rv.calls[g].member_start_ns for g in rv.members)
         rv.start_ns = start_ns
         self._in_network[rv.key] = rv
-        if rv.net_op == "send_recv":
-            self.network.submit_p2p(src=group[0], dst=group[1], size_bytes=rv.size_bytes, start_ns=start_ns,
-                                    key=rv.key)
+        self._submit(rv.net_op, group, rv.size_bytes, start_ns, rv.key, rv.root)
+        for copy, image in enumerate(self.symmetry.images(group), start=1):  # Note [Representative ranks]
+            key = (tag, image, seq)
+            root = None if rv.root is None else self.symmetry.shifted((rv.root,), copy)[0]
+            self._images.add(key)
+            self._submit(rv.net_op, image, rv.size_bytes, start_ns, key, root)
+
+    def _submit(self, net_op: str, group: tuple[int, ...], size_bytes: int, start_ns: int, key: MatchKey,
+                root: int | None) -> None:
+        if net_op == "send_recv":
+            self.network.submit_p2p(src=group[0], dst=group[1], size_bytes=size_bytes, start_ns=start_ns, key=key)
         else:
-            self.network.submit(CollectiveRequest(op=rv.net_op, group=group, size_bytes=rv.size_bytes,
-                                                  start_ns=start_ns, key=rv.key, root=rv.root))
+            self.network.submit(CollectiveRequest(op=net_op, group=group, size_bytes=size_bytes, start_ns=start_ns,
+                                                  key=key, root=root))
 
     def _complete(self, c: Completion) -> None:
+        if c.key in self._images:  # a mirror's copy: it started and ends with its group, no stream waits on it
+            self._images.remove(c.key)
+            return
         rv = self._in_network.pop(c.key)
         tag, group, seq = rv.key
+        representative = self.symmetry.representative
         rv.result = CollectiveResult(tag, group, seq, rv.net_op, rv.size_bytes, rv.root,
-                                     tuple(rv.calls[g].member_start_ns for g in group),
+                                     tuple(rv.calls[representative(g)].member_start_ns for g in group),
                                      c.start_ns, c.end_ns, c.algorithm, c.protocol)
         self._results.append(rv.result)
-        for g in group:
+        for g in rv.members:
             call = rv.calls[g]
             call.end_ns = max(call.end_ns, c.end_ns)
             call.remaining -= 1
@@ -786,7 +819,7 @@ class Coordinator:
         lines = []
         for rv in self._open_rendezvous():
             tag, group, seq = rv.key
-            missing = [g for g in group if g not in rv.ops]
+            missing = [g for g in rv.members if g not in rv.ops]
             issued = ", ".join(f"rank {g} {op}" for g, op in sorted(rv.ops.items()))
             waiting = [g for g, call in sorted(rv.calls.items()) if call.member_start_ns is None]
             line = f"  {rv.net_op} tag {tag!r} group {group} seq {seq}: issued by {issued}"

@@ -24,6 +24,7 @@ from phantora.models.network import (
     Topology,
 )
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
+from phantora.protocol.symmetry import RankSymmetry
 from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import (
     CoalescedRecord,
@@ -460,14 +461,18 @@ def make_programs(seed: int, n: int) -> list[list]:
 
 
 def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int = 4,
-             sharing: GpuSharing = NO_SHARING):
-    """Run the programs through a coordinator; seed None: each rank's whole program in one go, in rank order."""
+             sharing: GpuSharing = NO_SHARING, period: int | None = None):
+    """Run the programs through a coordinator; seed None: each rank's whole program in one go, in rank order.
+    `period`: only ranks 0..period-1 run, the others are their mirrors (Note [Representative ranks])."""
     rng = random.Random(seed)
-    favourite = rng.randrange(n)  # some interleavings let one rank run far ahead of the others
+    processes = period or n
+    favourite = rng.randrange(processes)  # some interleavings let one rank run far ahead of the others
     bias = rng.choice([0.0, 0.8])
     net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)),
-                           sharing=sharing)
-    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing)
+                           sharing=sharing, gpu_period=period or 0)
+    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing,
+                    symmetry=RankSymmetry(n, period) if period else None)
+    n = processes
     ranks = [ScriptedRank(r, programs[r]) for r in range(n)]
     while not all(r.finished for r in ranks):
         ready = [r for r in ranks if not r.waiting and not r.finished]
@@ -504,6 +509,102 @@ def test_identical_results_for_any_interleaving_with_compute_beside_nccl(program
     assert reference != simulate(programs, n, None)  # the slowdowns change the schedule
     for seed in range(6):
         assert simulate(programs, n, 1000 * program_seed + seed, sharing=sharing) == reference
+
+
+# --- representative ranks (protocol/symmetry.py Note [Representative ranks]) ----------------------
+def make_symmetric_programs(seed: int, n: int, period: int) -> list[list]:
+    """One random program, run by every rank on its own groups: the world, its `period`-rank block (a
+    tensor-parallel group) and the ranks equal to it modulo `period` (its data-parallel group)."""
+    rng = random.Random(seed)
+    steps: list[tuple] = []
+    for _ in range(60):
+        roll = rng.random()
+        if roll < 0.45:
+            steps.append(("kernel", rng.randrange(0, 3000), rng.randrange(3), rng.randrange(0, 200_000)))
+        elif roll < 0.55:
+            steps.append(("sync", rng.randrange(0, 3000), rng.choice(["device", "stream"]), rng.randrange(3)))
+        else:
+            steps.append(("collective", rng.randrange(0, 2000), rng.randrange(3), rng.choice(["world", "block", "dp"]),
+                          rng.choice(OPS), rng.choice([4096, MiB, 16 * MiB, 64 * MiB])))
+
+    def groups(r: int) -> dict[str, tuple[int, ...]]:
+        block = r - r % period
+        return {"world": tuple(range(n)), "block": tuple(range(block, block + period)),
+                "dp": tuple(range(r % period, n, period))}
+
+    programs = []
+    for r in range(n):
+        mine, seqs, prog = groups(r), {}, []
+        for i, step in enumerate(steps):
+            if step[0] == "kernel":
+                _, cost, stream, dur = step
+                prog.append((cost, lambda h, s=stream, d=dur: KernelRecord(s, h, d, "k", 1.0, 2.0)))
+            elif step[0] == "sync":
+                _, cost, kind, stream = step
+                prog.append((cost, lambda h, i=i, k=kind, s=stream: SyncRequest(i, h, k, s if k == "stream" else None)))
+            else:
+                _, cost, stream, which, op, size = step
+                group = mine[which]
+                tag = which if which == "world" else f"{which}{group[0]}"
+                seqs[tag] = seq = seqs.get(tag, -1) + 1
+                root = group[0] if op in ("broadcast", "reduce") else None
+                prog.append((cost, lambda h, s=stream, g=group, q=seq, op=op, size=size, root=root, tag=tag:
+                             CollectiveRecord(s, h, g, q, op, size, root, tag)))
+        prog.append((10, lambda h: SyncRequest(10**6, h, "device")))
+        programs.append(prog)
+    return programs
+
+
+@pytest.mark.parametrize("seed,n,period,gpus_per_node", [(7, 16, 8, 4), (8, 32, 8, 4), (9, 8, 2, 4), (10, 16, 4, 2)])
+def test_representative_ranks_give_the_answer_of_every_rank(seed, n, period, gpus_per_node):
+    """With the mirrors' copies of local groups on the network and their compute taken from their
+    representatives', the representatives' replies, spans and collectives are those of every rank's run."""
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    programs = make_symmetric_programs(seed, n, period)
+    replies, spans, colls, hosts = simulate(programs, n, None, gpus_per_node, sharing=sharing)
+    m_replies, m_spans, m_colls, m_hosts = simulate(programs, n, None, gpus_per_node, sharing=sharing, period=period)
+    assert m_replies == replies[:period] and m_hosts == hosts[:period]
+    assert m_spans == spans[:period]
+    assert m_colls == [c for c in colls if any(g < period for g in c.group)]
+    assert len(colls) > len(m_colls) > 10  # the other blocks' groups were simulated, as copies
+    for seed_ in range(3):  # and any interleaving of the representatives gives it too
+        assert simulate(programs, n, seed_, gpus_per_node, sharing=sharing, period=period)[:2] == (m_replies, m_spans)
+
+
+def test_a_local_group_is_copied_onto_the_mirrors_and_an_invariant_group_waits_for_its_representatives_only():
+    class Recording(FixedNetwork):
+        gpu_period = 2
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.groups: list[tuple[int, ...]] = []
+
+        def submit(self, req: CollectiveRequest) -> None:
+            self.groups.append(req.group)
+            super().submit(req)
+
+    net = Recording()
+    c = Coordinator(8, net, symmetry=RankSymmetry(8, 2))
+    c.submit(1, [AR(0, 0, (0, 1), 0, 1000), AR(0, 0, (1, 3, 5, 7), 0, 500, tag="dp1"), SYNC(1, 0)])
+    replies = c.submit(0, [AR(0, 100, (0, 1), 0, 1000), AR(0, 100, (0, 2, 4, 6), 0, 500, tag="dp0"), SYNC(1, 100)])
+    assert net.groups[:4] == [(0, 1), (2, 3), (4, 5), (6, 7)]  # the block's copies start with it
+    assert sorted(net.groups[4:]) == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    assert [r.ready_ns for _, r in replies] == [1600, 1600]
+    assert [(c_.group, c_.member_start_ns) for c_ in c.collectives()][:1] == [((0, 1), (100, 0))]
+    assert c.collectives()[1].member_start_ns == (1100,) * 4  # the mirrors reached it with rank 0
+
+
+def test_a_group_that_breaks_the_symmetry_or_a_transfer_to_a_mirror_is_refused():
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=8)), gpu_period=2)
+    c = Coordinator(8, net, symmetry=RankSymmetry(8, 2))
+    with pytest.raises(ProtocolError, match="breaks the symmetry"):
+        c.submit(0, [AR(0, 0, (0, 1, 2), 0, 1000)])
+    c = Coordinator(8, NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=8)),
+                                        gpu_period=2), symmetry=RankSymmetry(8, 2))
+    with pytest.raises(ProtocolError, match="breaks the symmetry"):
+        c.submit(0, [SEND(0, 0, 0, 2, 0, 1000)])
+    with pytest.raises(ValueError, match="gpu_period"):
+        Coordinator(8, FixedNetwork(), symmetry=RankSymmetry(8, 2))
 
 
 # --- compute beside NCCL (Note [Compute beside NCCL]) ---------------------------------------------

@@ -150,8 +150,15 @@ class _Flow:
 class NetworkSimulator:
     """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
 
-    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, sharing: GpuSharing = NO_SHARING) -> None:
+    def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, sharing: GpuSharing = NO_SHARING,
+                 gpu_period: int = 0) -> None:
         self.topology = topology
+        self.gpu_period = gpu_period
+        """0, or P when GPU g computes exactly when GPU g mod P does and only GPUs below P report compute
+        (the coordinator's representative ranks, protocol/symmetry.py)."""
+        if gpu_period < 0:
+            raise ValueError(f"gpu_period must be >= 0, got {gpu_period}")
+        self._computing_gpus: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.sharing = sharing
         """How much compute on a member GPU slows an operation (its `nccl_slowdown`, by operation)."""
         self.busy_slowdown = sharing.nccl_slowdown
@@ -351,7 +358,16 @@ class NetworkSimulator:
             self._reallocate(t, np.unique(np.concatenate(changed_links)))
 
     def _flows_on(self, gpu: int) -> list[_Flow]:
-        return [f for f in self._flows.values() if gpu in f.request.req.group]
+        return [f for f in self._flows.values() if gpu in self._reporting_gpus(f.request.req.group)]
+
+    def _reporting_gpus(self, group: tuple[int, ...]) -> tuple[int, ...]:
+        """The GPUs whose compute periods stand for the group's (itself, or its members mod `gpu_period`)."""
+        if not self.gpu_period:
+            return group
+        gpus = self._computing_gpus.get(group)
+        if gpus is None:
+            gpus = self._computing_gpus[group] = tuple(sorted({g % self.gpu_period for g in group}))
+        return gpus
 
     def _reallocate_gpu(self, t: int, gpu: int) -> None:
         flows = self._flows_on(gpu)
@@ -362,7 +378,7 @@ class NetworkSimulator:
         """1 / the operation's slowdown while a member GPU of the flow's operation runs compute, else 1."""
         busy = self._busy_until
         req = f.request.req
-        if busy and any(busy.get(g, 0) > t for g in req.group):
+        if busy and any(busy.get(g, 0) > t for g in self._reporting_gpus(req.group)):
             return 1.0 / self.busy_slowdown_by_op.get(req.op, self.busy_slowdown)
         return 1.0
 
@@ -408,6 +424,8 @@ class NetworkSimulator:
         other.busy_slowdown = self.busy_slowdown
         other.busy_slowdown_by_op = self.busy_slowdown_by_op
         other._slows_beside_compute = self._slows_beside_compute
+        other.gpu_period = self.gpu_period
+        other._computing_gpus = self._computing_gpus
         other._busy_until = dict(self._busy_until)
         other._capacities = self._capacities
         other._now_ns = self._now_ns
