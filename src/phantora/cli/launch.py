@@ -29,6 +29,7 @@ its failure before it tells any rank, so, reading the server's failure *after* r
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -48,6 +49,7 @@ from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
+from phantora.protocol.symmetry import BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, aligned_periods
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import DeviceProfile
 from phantora.transport.client import TOKEN_ENV_VAR
@@ -224,6 +226,9 @@ class LaunchConfig:
     power_cap: bool = True
     """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU's profile has a
     power model (models/power.py)."""
+    ranks: str = "auto"
+    """`--ranks`: "all", a process for every rank; "auto", representative ranks for a job of several nodes
+    (protocol/symmetry.py Note [Representative ranks]), every rank within one node."""
 
     def __post_init__(self) -> None:
         if not self.profile.key == self.rank_config.gpu == self.cluster.gpu:
@@ -245,6 +250,8 @@ class LaunchConfig:
                              f"cluster's GPUs per node ({c.gpus_per_node})")
         if self.shutdown_grace_s < 0 or self.monitor_interval_s <= 0 or self.progress_interval_s <= 0:
             raise ValueError("shutdown grace, monitor and progress intervals must be positive")
+        if self.ranks not in RANKS_CHOICES:
+            raise ValueError(f"--ranks must be one of {', '.join(RANKS_CHOICES)}, got {self.ranks!r}")
 
     @property
     def world_size(self) -> int:
@@ -253,6 +260,22 @@ class LaunchConfig:
     @property
     def out_dir(self) -> Path:
         return Path(self.rank_config.out_dir)
+
+    def first_symmetry(self) -> RankSymmetry:
+        """Where the launch starts: every rank, or (`--ranks auto`, several nodes) the smallest aligned period,
+        refined each time a rank builds a group it does not admit."""
+        world = self.world_size
+        if self.ranks == "all" or self.nnodes == 1 or self.workers is None:
+            return RankSymmetry.everyone(world)
+        return RankSymmetry(world, self.aligned_periods()[0])
+
+    def aligned_periods(self) -> tuple[int, ...]:
+        c = self.cluster
+        per_leaf = c.num_gpus if c.fabric.kind == "single_switch" else c.gpus_per_node * c.fabric.nodes_per_leaf
+        return aligned_periods(self.world_size, c.gpus_per_node, per_leaf)
+
+
+RANKS_CHOICES = ("auto", "all")
 
 
 @dataclass(slots=True, eq=False)
@@ -282,6 +305,8 @@ class _Outcome:
 
     signal: int | None = None
     root: _Culprit | CoordinatorFault | None = None
+    refined: RankSymmetry | None = None
+    """A rank built a group the period does not admit: start again with this symmetry."""
     cutoff_s: float = 0.0
     """Monotonic time of the first failure: ranks that failed after it were told to stop (or stopped)."""
 
@@ -314,21 +339,28 @@ class _SignalCatcher:
 
 # --- the launcher ----------------------------------------------------------------------------------
 class _Launcher:
-    def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO) -> None:
+    def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO,
+                 symmetry: RankSymmetry) -> None:
         self.config = config
         self.world_size = config.world_size
+        self.symmetry = symmetry
+        self.processes = symmetry.period
         sharing = config.profile.sharing.value  # how compute and NCCL kernels slow each other (models/interference.py)
-        network = NetworkSimulator(Topology(config.cluster), sharing=sharing)
+        network = NetworkSimulator(Topology(config.cluster), sharing=sharing,
+                                   gpu_period=symmetry.period if symmetry.mirrored else 0)
         power = config.profile.power.value if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
-                                       sharing=sharing, power=power)
-        self.server = CoordinatorServer(self.coordinator, self.world_size)
+                                       sharing=sharing, power=power, symmetry=symmetry)
+        self.server = CoordinatorServer(self.coordinator, self.processes)
         role = config.workers.role if config.workers else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
         self.ranks: list[_Rank] = []
         self.exit_order: list[_Rank] = []
         self.signals = _SignalCatcher()
         self.master_port = (config.workers.master_port or _free_port()) if config.workers else 0
+        self._store = None
+        """With mirrors, the launcher hosts the c10d store, as torchrun's agent does: rank 0's would wait for
+        every rank of the world to connect."""
         self._grace_deadline: float | None = None
         self._next_progress = 0.0
         self._progress_records = 0
@@ -337,16 +369,18 @@ class _Launcher:
     def run(self) -> int:
         cfg = self.config
         try:
-            _clear_stale_outputs(cfg.out_dir, self.world_size)
+            _clear_stale_outputs(cfg.out_dir, self.processes)
         except OSError as error:
             raise LaunchError(f"cannot use the output folder {cfg.out_dir}: {error.strerror or error}") from None
-        _raise_open_file_limit(3 * self.world_size + 64)  # a socket and two pipes per rank
+        _raise_open_file_limit(3 * self.processes + 64)  # a socket and two pipes per rank
         started = time.monotonic()
         with self.signals:
             self.server.start()
             try:
                 self._spawn_all()
                 outcome = self._supervise()
+                if outcome.refined is not None:  # nothing of this run is kept
+                    self._stop_ranks(signal.SIGKILL)
             except BaseException:
                 self._stop_ranks(signal.SIGKILL)
                 raise
@@ -355,13 +389,25 @@ class _Launcher:
                     self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
                 self.pump.drain(_DRAIN_TIMEOUT_S)
                 self.server.close()
+                self._store = None
+        if outcome.refined is not None:
+            self.refined = outcome.refined
+            self.pump.close()
+            return 0
         wall_s = time.monotonic() - started
         return self._finish(outcome, wall_s)
+
+    refined: RankSymmetry | None = None
+    """Set when the run stopped to start again at a refined period."""
 
     # --- spawning ---------------------------------------------------------------------------------
     def _spawn_all(self) -> None:
         cfg = self.config
-        for rank in range(self.world_size):
+        if self.symmetry.mirrored and cfg.workers is not None:
+            from torch.distributed import TCPStore  # only here: the launcher otherwise needs no torch
+
+            self._store = TCPStore("127.0.0.1", self.master_port, is_master=True, wait_for_workers=False)
+        for rank in range(self.processes):
             local_rank = rank % cfg.nproc_per_node
             argv = [*cfg.rank_entry, *cfg.program.argv(local_rank)]
             try:
@@ -381,10 +427,14 @@ class _Launcher:
         return None
 
     def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
+        mirrored = self.symmetry.mirrored
         rank_config = replace(self.config.rank_config, rank=rank, world_size=self.world_size,
-                              coordinator=self.server.address)
-        return rank_environment(self.config, rank, local_rank, rank_config=rank_config, token=self.server.token,
-                                master_port=self.master_port)
+                              coordinator=self.server.address, representatives=self.processes if mirrored else 0)
+        env = rank_environment(self.config, rank, local_rank, rank_config=rank_config, token=self.server.token,
+                               master_port=self.master_port)
+        if mirrored:
+            env["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # the launcher's store (`_spawn_all`)
+        return env
 
     # --- supervision ------------------------------------------------------------------------------
     def _supervise(self) -> _Outcome:
@@ -398,6 +448,9 @@ class _Launcher:
                 return _Outcome(signal=self.signals.received)
             if self.pump.output_closed:  # as a program writing to a closed pipe gets SIGPIPE
                 return _Outcome(signal=signal.SIGPIPE)
+            refined = self._refined_symmetry()
+            if refined is not None:
+                return _Outcome(refined=refined)
             root = self._detect_fault()
             if root is not None:
                 failure = self.server.failure
@@ -409,6 +462,28 @@ class _Launcher:
                                                       time.time()))
             if cfg.progress:
                 self._maybe_progress()
+
+    def _refined_symmetry(self) -> RankSymmetry | None:
+        """The symmetry that admits every group the ranks that stopped for it built (Note [Representative
+        ranks] in protocol/symmetry.py), once one has."""
+        stopped = [r for r in self.exit_order if r.exit_code == BROKEN_SYMMETRY_EXIT_CODE]
+        refined = self.symmetry
+        for r in stopped:
+            path = self.config.out_dir / f"rank{r.rank}" / BROKEN_SYMMETRY_FILE
+            try:
+                broken = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # exited with that code without the file: a failure like any other
+            refined = refined.refined(tuple(broken["group"]), point_to_point=broken["point_to_point"],
+                                      aligned=self.config.aligned_periods())
+            if not broken["backend"].endswith("nccl"):  # a real backend's group: all its members must run
+                refined = refined.refined(tuple(broken["group"]), point_to_point=True,
+                                          aligned=self.config.aligned_periods())
+            self.pump.say(f"phantora: rank {r.rank} builds the group {_ranks_text(broken['group'])} "
+                          f"({broken['backend']}{', a transfer' if broken['point_to_point'] else ''}), which "
+                          f"{self.processes} representative rank(s) cannot stand for; starting again with "
+                          f"{refined.period} of {self.world_size}")
+        return refined if refined != self.symmetry else None
 
     def _reap(self) -> None:
         for r in self.ranks:
@@ -482,7 +557,7 @@ class _Launcher:
         self._next_progress = now + self.config.progress_interval_s
         alive = sum(r.exit_code is None for r in self.ranks)
         self.pump.say(f"phantora: simulated {p.safe_ns / 1e9:.6f} s (safe time) | {rate / 1e3:.0f}k records/s | "
-                      f"{p.connected}/{self.world_size} ranks connected, {p.finished} finished, {alive} running")
+                      f"{p.connected}/{self.processes} ranks connected, {p.finished} finished, {alive} running")
 
     # --- the end ----------------------------------------------------------------------------------
     def _finish(self, outcome: _Outcome, wall_s: float) -> int:
@@ -493,7 +568,7 @@ class _Launcher:
         own = resource.getrusage(resource.RUSAGE_SELF)
         summary = build_summary(
             coordinator=self.coordinator, gpu=cfg.profile.spec, cluster=cfg.cluster, borrowed=cfg.profile.borrowed(),
-            world_size=self.world_size, out_dir=cfg.out_dir, exit_code=exit_code,
+            world_size=self.world_size, representatives=self.processes, out_dir=cfg.out_dir, exit_code=exit_code,
             complete=self.server.finished and exit_code == 0,
             wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
             launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
@@ -501,7 +576,7 @@ class _Launcher:
             host_time=cfg.rank_config.host_time, host_time_scale=cfg.rank_config.host_time_scale,
             host_contention=cfg.rank_config.host_contention)
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
-        merge_rank_ops(cfg.out_dir, self.world_size, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
+        merge_rank_ops(cfg.out_dir, self.processes, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
         print_summary(summary, file=self.pump.console_err)
         if root is not None and cfg.workers is not None:
             others = self._other_failures(root, outcome.cutoff_s)
@@ -629,12 +704,24 @@ def _clear_stale_outputs(out_dir: Path, world_size: int) -> None:
         (out_dir / name).unlink(missing_ok=True)
     for rank_dir in out_dir.glob("rank*"):
         if rank_dir.is_dir() and rank_dir.name[4:].isdigit():
-            for name in ("result.json", "memory.json", "error.json", "trace.json", OPS_FILE):
+            for name in ("result.json", "memory.json", "error.json", "trace.json", OPS_FILE, BROKEN_SYMMETRY_FILE):
                 (rank_dir / name).unlink(missing_ok=True)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}..{ranks[-1]}"
+    return ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
 
 
 def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_err: TextIO | None = None) -> int:
     """Simulate the job; returns the exit code (0, 1 like torchrun's ChildFailedError, the program's
-    own code for `phantora run`, 128+N on signal N). Reports are written in every case."""
-    launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr)
-    return launcher.run()
+    own code for `phantora run`, 128+N on signal N). Reports are written in every case. With representative
+    ranks, a run that finds a group its period does not admit starts again at a refined period."""
+    symmetry = config.first_symmetry()
+    while True:
+        launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry)
+        code = launcher.run()
+        if launcher.refined is None:
+            return code
+        symmetry = launcher.refined

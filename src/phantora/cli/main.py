@@ -28,7 +28,7 @@ from phantora import __version__
 from phantora.cli.accelerate import accelerate_help, accelerate_launch
 from phantora.cli.deepspeed import deepspeed_help, deepspeed_plan
 from phantora.cli.frameworks import FrameworkLauncherError
-from phantora.cli.launch import DEFAULT_RANK_ENTRY, LaunchConfig, LaunchError, ProgramSpec, launch
+from phantora.cli.launch import DEFAULT_RANK_ENTRY, RANKS_CHOICES, LaunchConfig, LaunchError, ProgramSpec, launch
 from phantora.cli.output import OutputConfig
 from phantora.cli.profile import start_on_the_fly
 from phantora.cli.torchrun import (
@@ -99,6 +99,10 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
                 "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
                 "of several ranks waits for its slowest (default); none = dedicated hosts "
                 "(docs/models/host.md, Contended hosts)")
+    option(p, "--ranks", choices=RANKS_CHOICES, default="auto",
+           help="which simulated ranks run a process: auto = for a job of several nodes, representative ranks "
+                "that stand for the others where the program's process groups allow, every rank within one "
+                "node (default); all = every rank (docs/launcher.md, Representative ranks)")
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
     return actions
@@ -320,7 +324,7 @@ def _one_process_config(args: argparse.Namespace, cluster: ClusterNetworkConfig,
     rank_config = _rank_config(args, cluster.gpu, devices)
     return _launch_config(program=program, rank_config=rank_config, cluster=cluster, extra_env=dict(extra_env or {}),
                           output=OutputConfig(prefix_template=None), progress=_progress(args),
-                          power_cap=not args.no_power_cap)
+                          power_cap=not args.no_power_cap, ranks=args.ranks)
 
 
 def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
@@ -356,7 +360,7 @@ def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace,
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
                             extra_env=dict(extra_env or {}), output=plan.output,
                             shutdown_grace_s=plan.shutdown_grace_s, monitor_interval_s=plan.monitor_interval_s,
-                            progress=_progress(args), power_cap=not args.no_power_cap)
+                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks)
     return config, plan.notes
 
 
@@ -384,7 +388,7 @@ def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None
     config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, plan.nproc_per_node),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=plan.nproc_per_node,
                             workers=plan.workers, extra_env={**extra_env, **plan.extra_env}, output=plan.output,
-                            progress=_progress(args), power_cap=not args.no_power_cap)
+                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks)
     return config, plan.notes
 
 

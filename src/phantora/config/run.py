@@ -38,6 +38,9 @@ class RankConfig:
     """Look measured kernel times up before the analytic model."""
     rank: int = 0
     world_size: int = 1
+    representatives: int = 0
+    """How many ranks run a process (ranks 0..representatives-1), each standing in for the ranks equal to it
+    modulo that number (protocol/symmetry.py Note [Representative ranks]); 0: every rank runs."""
     coordinator: str = ""
     """host:port of the launcher's coordinator server, which places this rank's GPU work."""
     trace: bool = True

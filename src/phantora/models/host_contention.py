@@ -98,13 +98,17 @@ class HostSpeed:
     """One rank's host time factor over simulated time, relative to the host model's constants (the mean host
     of those they were `measured` on), on hosts contended as `contention` says."""
 
-    __slots__ = ("_rank", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
+    __slots__ = ("_ranks", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
 
-    def __init__(self, contention: HostContention, rank: int, world_size: int, measured: HostContention) -> None:
+    def __init__(self, contention: HostContention, rank: int, world_size: int, measured: HostContention, *,
+                 period: int | None = None) -> None:
+        """`period`: with representative ranks, the rank runs for every rank equal to it modulo `period`
+        (protocol/symmetry.py) and its host is the slowest of theirs in each interval: a collective across
+        them waits for that one."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         mean = measured.mean_factor()
-        self._rank = rank
+        self._ranks = tuple(range(rank, world_size, period or world_size))
         self._factors = [f / mean for f in contention.place_factors(world_size)]
         self._uniform = self._factors[0] == self._factors[-1]
         self._dwell_ns = round(contention.dwell_s * 1e9)
@@ -120,5 +124,5 @@ class HostSpeed:
             self._interval = interval
             places = list(range(len(self._factors)))
             random.Random(PERMUTATION_SEED + interval).shuffle(places)
-            self._factor = self._factors[places[self._rank]]
+            self._factor = max(self._factors[places[r]] for r in self._ranks)
         return self._factor

@@ -33,6 +33,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+BROKEN_SYMMETRY_EXIT_CODE = 86
+"""A rank that built a group its period does not admit exits with this code, after writing
+`BROKEN_SYMMETRY_FILE` in its output folder; the launcher then starts the job again at a refined period."""
+
+BROKEN_SYMMETRY_FILE = "broken-symmetry.json"
+
 
 @dataclass(frozen=True, slots=True)
 class RankSymmetry:

@@ -104,7 +104,7 @@ def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, o
     """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked or the
     program asleep (a line)."""
     plt = _pyplot()
-    world = summary["world_size"]
+    world = summary.get("representative_ranks", summary["world_size"])
     shown = min(world, _MAX_TIMELINE_RANKS)
     sim_ns = max(int(summary["simulated_time_s"] * 1e9), 1)
     gap_ns = sim_ns // _TIMELINE_RESOLUTION

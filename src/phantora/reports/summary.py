@@ -105,22 +105,27 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
-                  out_dir: Path, exit_code: int, complete: bool, wall_s: float, processes: list[ProcessUsage],
+                  out_dir: Path, representatives: int | None = None, exit_code: int, complete: bool, wall_s: float,
+                  processes: list[ProcessUsage],
                   launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
                   error: str | None = None, host_time: str = "model",
                   host_time_scale: float = 1.0, host_contention: str = DEFAULT_HOST_CONTENTION,
                   borrowed: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs. `borrowed`: the parts
-    of the GPU's profile taken from another GPU (`DeviceProfile.borrowed()`), part -> that GPU."""
-    results, problems = load_rank_results(out_dir, world_size)
+    of the GPU's profile taken from another GPU (`DeviceProfile.borrowed()`), part -> that GPU.
+    `representatives`: the ranks that ran (0..representatives-1), each standing for the ranks equal to it
+    modulo that number (protocol/symmetry.py); totals (FLOPs, kernels, NCCL calls) count every rank."""
+    ran = representatives or world_size
+    copies = world_size // ran
+    results, problems = load_rank_results(out_dir, ran)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
-                  for r in range(world_size)]
+                  for r in range(ran)]
     sim_ns = max((b.end_ns for b in breakdowns), default=0)
     asleep_ns = length(asleep_intervals(coordinator, [b.end_ns for b in breakdowns], sim_ns))
     awake_ns = sim_ns - asleep_ns
     rows = [_rank_row(b, awake_ns, results.get(b.rank)) for b in breakdowns]
     reported = list(results.values())
-    flops = sum(b.flops for b in breakdowns)
+    flops = copies * sum(b.flops for b in breakdowns)
     sim_s = sim_ns / NS_PER_S
     awake_s = awake_ns / NS_PER_S
     peak_bf16 = gpu.peak_flops.get("bf16", 0.0)
@@ -132,7 +137,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "gpu": gpu.key, "gpu_name": gpu.name,
         "borrowed": dict(sorted((borrowed or {}).items())),
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
-        "world_size": world_size, "exit_code": exit_code, "complete": complete,
+        "world_size": world_size, "representative_ranks": ran, "exit_code": exit_code, "complete": complete,
         "ranks_reported": len(results),
         "simulated_time_s": sim_s,
         "asleep_s": asleep_ns / NS_PER_S,
@@ -148,13 +153,13 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "peak_allocated_gib": max((r["peak_allocated_gib"] for r in rows), default=0.0),
         "peak_reserved_gib": max((r["peak_reserved_gib"] for r in rows), default=0.0),
         "ooms": sum(r["ooms"] for r in rows),
-        "kernels": sum(b.kernels for b in breakdowns),
-        "nccl_calls": sum(b.nccl_calls for b in breakdowns),
+        "kernels": copies * sum(b.kernels for b in breakdowns),
+        "nccl_calls": copies * sum(b.nccl_calls for b in breakdowns),
         "host_only_ops": sum(_int(r.get("host_only_ops")) for r in reported),
         "subclass_ops": sum(_int(r.get("subclass_ops")) for r in reported),
         "gemm_problems": max((_int(r.get("gemm_problems")) for r in reported), default=0),
         "gemm_kernel_loads": max((_int(r.get("gemm_kernel_loads")) for r in reported), default=0),
-        "kernel_time_s_by_class": {k: v / NS_PER_S for k, v in by_class.most_common()},
+        "kernel_time_s_by_class": {k: copies * v / NS_PER_S for k, v in by_class.most_common()},
         "kernel_sources": _counter(reported, "kernel_sources"),
         "generic_ops": _counter(reported, "generic_ops"),
         "placeholder_reads": _counter(reported, "placeholders"),
@@ -165,7 +170,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
         "host_time": _host_time(host_time, host_time_scale, host_contention, reported),
-        "power_cap": _power_cap(coordinator, world_size),
+        "power_cap": _power_cap(coordinator, ran),
         "per_rank": rows,
     }
     if error:
@@ -216,6 +221,10 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     nodes = f"{cluster['nodes']} node(s) x {cluster['gpus_per_node']} GPUs, " if world > 1 else ""
     rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)")]
     rows += _borrowed_rows(s.get("borrowed") or {})
+    ran = s.get("representative_ranks", world)
+    if ran < world:
+        rows.append(("representative ranks", f"ranks 0..{ran - 1} ran; every other rank did what the rank equal to it "
+                                             f"modulo {ran} did (--ranks all: every rank)"))
     rows.append(("simulated time", f"{s['simulated_time_s']:.4f} s"))
     if s.get("asleep_s"):
         rows.append(("program sleep", f"{s['asleep_s']:.4f} s of it every rank slept (time.sleep) or had ended: not "
@@ -262,8 +271,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("unmodelled ops", ", ".join(f"{k} x{v}" for k, v in s["generic_ops"].items())))
     if s["ooms"]:
         rows.append(("out of memory", f"{s['ooms']} time(s)"))
-    if s["ranks_reported"] < world:
-        rows.append(("rank results", f"{s['ranks_reported']} of {world} ranks wrote result.json"))
+    if s["ranks_reported"] < ran:
+        rows.append(("rank results", f"{s['ranks_reported']} of {ran} ranks wrote result.json"))
     rows.append(("simulator", f"{s['simulator_wall_s']:.1f} s wall, {s['simulator_cpu_s']:.1f} s CPU, "
                               f"{s['simulator_peak_rss_gib']:.2f} GiB peak RSS (largest process)"))
     rows += [("warning", w) for w in s["warnings"]]

@@ -47,13 +47,15 @@ def carries_values(inputs: list[torch.Tensor]) -> bool:
 
 
 def exchange(store: dist.Store, key: str, me: int, contributors: list[int], inp: torch.Tensor,
-             outputs: list[torch.Tensor], combine: Combine) -> None:
+             outputs: list[torch.Tensor], combine: Combine, *, read_from: list[int] | None = None) -> None:
     """Put this rank's values of `inp` under `key` (if it contributes) and make `outputs` pending on every
-    contributor's values (group ranks), combined by `combine`."""
+    contributor's values (group ranks), combined by `combine`. `read_from`: the group rank whose values
+    stand for each contributor's (a mirror's are its representative's, protocol/symmetry.py)."""
     if me in contributors:
         store.set(f"{key}/{me}", _encode(shadows.lookup(inp, synced=False)))
     shadows.forget(outputs)  # until the results are known, what the GPU writes there is not (an input may be one)
-    results = Pending(functools.partial(_combined, store, key, tuple(contributors), combine))
+    sources = tuple(contributors if read_from is None else read_from)
+    results = Pending(functools.partial(_combined, store, key, sources, combine))
     for i, out in enumerate(outputs):
         shadows.set_pending(out, Pending(functools.partial(_nth, results, i, tuple(out.shape), out.dtype)))
 

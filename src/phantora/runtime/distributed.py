@@ -21,6 +21,9 @@ store (`all_gather_object` and friends), because programs branch on them.
 
 from __future__ import annotations
 
+import inspect
+import json
+import os
 import pickle
 from dataclasses import replace
 from datetime import timedelta
@@ -32,6 +35,7 @@ import torch.distributed.distributed_c10d as c10d
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.protocol.records import CoalescedRecord, CollectiveRecord
+from phantora.protocol.symmetry import BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry
 from phantora.runtime import collective_values
 from phantora.runtime.dispatch import KernelRecorder
 from phantora.runtime.session import Session
@@ -48,6 +52,9 @@ Carried = tuple[torch.Tensor, list[int], "collective_values.Combine"]
 
 _session: Session | None = None
 """Set by `install`; the backend is created by c10d, which cannot pass it along."""
+
+_symmetry = RankSymmetry.everyone(1)
+"""Which ranks run and which they stand for (protocol/symmetry.py Note [Representative ranks]); set by `install`."""
 
 _world_store: tuple[dist.Store, int] | None = None
 """The first group's store (the default group's, the same on every rank) and the group's size: kept until the
@@ -212,6 +219,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             _world_store = (store, size)
         self.options = options or _Options()
         self.global_ranks = tuple(self.options.global_ranks_in_group or range(size))
+        check_symmetry(self.global_ranks)
         self._tag = self.options.group_name
         self._seq = 0
         self._p2p_seq: dict[tuple[int, int], int] = {}
@@ -317,12 +325,13 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         if peers is None:
             group, seq, tag = self.global_ranks, self._next_seq(), self._tag
         else:  # own tag: a (src, dst) pair could equal a two-rank group's member list
+            check_symmetry(peers, point_to_point=True)
             group, seq, tag = peers, self._p2p_seq.get(peers, 0), self._tag + ":p2p"
             self._p2p_seq[peers] = seq + 1
         if values is not None:
             inp, contributors, combine = values
             collective_values.exchange(self._store, f"phantora/values/{tag}/{seq}", self.rank(), contributors,
-                                       inp, result, combine)
+                                       inp, result, combine, read_from=[self._stand_in(r) for r in contributors])
         with session.lock:
             session.host_work(session.host.collective_ns())
             if self._coalesced is not None:  # the stream is chosen when the group ends
@@ -355,6 +364,13 @@ class SimulatedNcclGroup(dist.ProcessGroup):
 
     def _global(self, group_rank: int) -> int:
         return self.global_ranks[group_rank]
+
+    def _stand_in(self, group_rank: int) -> int:
+        """The group rank whose values and objects stand for `group_rank`'s: its representative's, a member of
+        every group the symmetry admits (Note [Representative ranks])."""
+        global_rank = self.global_ranks[group_rank]
+        representative = _symmetry.representative(global_rank)
+        return group_rank if representative == global_rank else self.global_ranks.index(representative)
 
     # -- coalescing (ncclGroupStart / ncclGroupEnd) ------------------------------------------
     def _start_coalescing(self, device: torch.device) -> None:
@@ -498,6 +514,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
     def send_objects(self, obj: Any, peer: int) -> int:
         """Publish `obj` for group rank `peer`'s next `recv_objects` from us; returns its pickled size."""
         me = self.rank()
+        check_symmetry((self._global(me), self._global(peer)), point_to_point=True)
         n = self._p2p_objects.get((me, peer), 0)
         self._p2p_objects[(me, peer)] = n + 1
         data = pickle.dumps(obj)
@@ -509,6 +526,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         c10d receives the object's size first and reads it on the host; so do we, and only then read
         the store, where the sender put the object before it sent the size."""
         me = self.rank()
+        check_symmetry((self._global(peer), self._global(me)), point_to_point=True)
         n = self._p2p_objects.get((peer, me), 0)
         self._p2p_objects[(peer, me)] = n + 1
         _object_p2p_part(self, peer, 8, send=False)
@@ -528,7 +546,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         if me in sources:
             self._store.set(f"{key}/{me}", pickle.dumps(obj))
         _object_collective_part(self, kind, 8 * self.size() if kind == "all_gather" else 8, root)
-        received = {r: self._store.get(f"{key}/{r}") for r in sources}
+        received = {r: self._store.get(f"{key}/{self._stand_in(r)}") for r in sources}
         return {r: (pickle.loads(data), len(data)) for r, data in received.items()}
 
 
@@ -545,13 +563,44 @@ def wait_for_every_rank_to_end() -> None:
     `destroy_process_group` does not stop its server either."""
     if _world_store is None:
         return
-    store, size = _world_store
-    if store.add("phantora/ended", 1) == size:
+    store, _ = _world_store
+    if store.add("phantora/ended", 1) == _symmetry.period:  # the processes: the world, or its representatives
         store.set("phantora/all-ended", b"1")
     try:
         store.wait(["phantora/all-ended"])
     except dist.DistError:
         pass  # the store's host ended first: no rank is left to read from it
+
+
+def check_symmetry(group: tuple[int, ...], *, point_to_point: bool = False, backend: str = "nccl") -> None:
+    """Stop the rank, for the launcher to start the job again at a refined period, when the program builds a
+    group (or makes a transfer) its period of representative ranks does not admit. A group of a real backend
+    (gloo) exchanges real data with every member: all of them must run."""
+    if not _symmetry.mirrored:
+        return
+    simulated = all(part.rsplit(":", 1)[-1] == "nccl" for part in backend.split(","))
+    if _symmetry.admits(group, point_to_point=point_to_point) if simulated else _symmetry.is_local(group):
+        return
+    record = {"group": list(group), "point_to_point": point_to_point, "backend": backend}
+    path = _session.config.rank_dir / BROKEN_SYMMETRY_FILE
+    path.write_text(json.dumps(record))
+    os._exit(BROKEN_SYMMETRY_EXIT_CODE)  # not an exception: the program must not catch it
+
+
+def _checked_group_creation(create):
+    """c10d's one constructor of process groups, of every backend: the group must fit the symmetry."""
+    signature = inspect.signature(create)
+
+    def create_checked(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs).arguments
+        ranks, backend = tuple(bound.get("global_ranks_in_group") or ()), str(bound.get("backend", ""))
+        if ranks and c10d.GroupMember.WORLD is not None and c10d.get_rank() in ranks:
+            check_symmetry(ranks, backend=backend)
+        elif not ranks and "gloo" in backend:  # the default group, over the whole world
+            check_symmetry(tuple(range(_symmetry.world_size)), backend=backend)
+        return create(*args, **kwargs)
+
+    return create_checked
 
 
 def create_simulated_nccl(store: dist.Store, rank: int, size: int, options: _Options) -> SimulatedNcclGroup:
@@ -704,8 +753,12 @@ _OBJECT_COLLECTIVES = {
 
 def install(session: Session, recorder: KernelRecorder) -> None:
     """Make "nccl" process groups simulated ones; see Note [Standing in for ProcessGroupNCCL]."""
-    global _session
+    global _session, _symmetry
     _session = session
+    config = session.config
+    _symmetry = RankSymmetry(config.world_size, config.representatives or config.world_size)
+    if _symmetry.mirrored:
+        c10d._new_process_group_helper = _checked_group_creation(c10d._new_process_group_helper)
     recorder.unwaited = unwaited
     recorder.memory.new_storage_listeners.append(unwaited.drop)
     torch._C._nccl_version = lambda: NCCL_VERSION[0] << 32 | NCCL_VERSION[1] << 16 | NCCL_VERSION[2]

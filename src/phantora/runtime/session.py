@@ -88,7 +88,7 @@ class Session:
         self.host = host or host_model_for(config.host_time, self.profile.host.value, config.host_time_scale)
         measured = self.profile.host_contention.value
         self.host_speed = HostSpeed(contention_for(config.host_contention, measured), config.rank, config.world_size,
-                                    measured)
+                                    measured, period=config.representatives or None)
         """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)

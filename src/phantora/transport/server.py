@@ -1,6 +1,6 @@
 """The coordinator server: every rank's connection, served on one thread that owns the Coordinator.
 
-    server = CoordinatorServer(coordinator, world_size)      # listens on 127.0.0.1, a free port
+    server = CoordinatorServer(coordinator, processes)       # listens on 127.0.0.1, a free port
     env["PHANTORA_COORDINATOR_TOKEN"] = server.token          # ranks connect to server.address
     server.start()                                            # serve on a background thread
     ...; server.rank_exited(r)                                # the launcher saw rank r's process end
@@ -48,6 +48,8 @@ class RecordSink(Protocol):
     """What the server drives: `engine.coordinator.Coordinator` (or anything with its submit/queries)."""
 
     world_size: int
+    processes: int
+    """The ranks that send records: ranks 0..processes-1 (every rank, or the representatives)."""
 
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]: ...
 
@@ -100,17 +102,17 @@ class _Conn:
 class CoordinatorServer:
     """Serves the ranks of one simulation on one thread. See the module docstring."""
 
-    def __init__(self, coordinator: RecordSink, world_size: int, *, host: str = "127.0.0.1",
+    def __init__(self, coordinator: RecordSink, processes: int, *, host: str = "127.0.0.1",
                  token: str | None = None) -> None:
-        if world_size != coordinator.world_size:
-            raise ValueError(f"world_size {world_size} differs from the coordinator's {coordinator.world_size}")
+        if processes != coordinator.processes:
+            raise ValueError(f"{processes} rank processes differ from the coordinator's {coordinator.processes}")
         self.coordinator = coordinator
         """The engine; read it only after `wait()` returned True (this server's thread owns it until then)."""
-        self.world_size = world_size
+        self.processes = processes
         self.token = secrets.token_hex(16) if token is None else token
         """Ranks must present this in their Hello (RankClient reads it from $PHANTORA_COORDINATOR_TOKEN)."""
         # a backlog for every rank: they all connect at once (the kernel caps it at somaxconn)
-        self._listener = socket.create_server((host, 0), backlog=max(128, world_size))
+        self._listener = socket.create_server((host, 0), backlog=max(128, processes))
         self._listener.setblocking(False)
         bound_host, port = self._listener.getsockname()[:2]
         self.address = f"{bound_host}:{port}"
@@ -247,9 +249,9 @@ class CoordinatorServer:
             self._fail("protocol", f"rank {hello.rank} speaks wire protocol {hello.version}, the launcher "
                        f"{PROTOCOL_VERSION}: mixed Phantora installations", hello.rank)
             return
-        if not isinstance(hello.rank, int) or not 0 <= hello.rank < self.world_size:
-            self._fail("protocol", f"a rank process says it is rank {hello.rank!r}, outside the world of "
-                       f"{self.world_size}")
+        if not isinstance(hello.rank, int) or not 0 <= hello.rank < self.processes:
+            self._fail("protocol", f"a rank process says it is rank {hello.rank!r}, outside the "
+                       f"{self.processes} ranks that run")
             return
         if hello.rank in self._by_rank:
             self._fail("protocol", f"rank {hello.rank} connected twice (pids {self._by_rank[hello.rank].pid} "
@@ -258,7 +260,7 @@ class CoordinatorServer:
         conn.rank = hello.rank
         conn.pid = hello.pid
         self._by_rank[hello.rank] = conn
-        self._send(conn, encode(Welcome(self.world_size)))
+        self._send(conn, encode(Welcome(self.coordinator.world_size)))
 
     def _on_batch(self, conn: _Conn, batch: object) -> None:
         rank = conn.rank
@@ -281,7 +283,7 @@ class CoordinatorServer:
         self._batches += 1
         for to_rank, reply in replies:
             self._send(self._by_rank[to_rank], encode(reply))
-        if finishing and len(self._finished_ranks) == self.world_size:
+        if finishing and len(self._finished_ranks) == self.processes:
             self._on_all_finished()
 
     def _on_all_finished(self) -> None:
@@ -324,7 +326,7 @@ class CoordinatorServer:
                 self._read_available(conn)
                 if not self._running:
                     return
-        if rank not in self._by_rank and self._running and 0 <= rank < self.world_size:
+        if rank not in self._by_rank and self._running and 0 <= rank < self.processes:
             self._fail("disconnect", f"rank {rank} exited without connecting to the coordinator", rank)
 
     def _read_available(self, conn: _Conn) -> None:

@@ -1,6 +1,7 @@
 """A small model trained with one of DDP, FSDP2, FSDP2 x TP (2-D mesh) or pipeline parallelism."""
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -34,7 +35,8 @@ def main() -> None:
     a = p.parse_args()
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(rank)
+    device = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(device)
     x = torch.randn(8, 256, a.dim, device="cuda")
     net = model(a.dim, a.layers).cuda()
     if a.mode == "ddp":
@@ -58,7 +60,7 @@ def main() -> None:
         from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
         per_stage = a.layers // world
         stage_module = nn.Sequential(*list(net)[rank * per_stage:(rank + 1) * per_stage])
-        stage = PipelineStage(stage_module, rank, world, torch.device("cuda", rank))
+        stage = PipelineStage(stage_module, rank, world, torch.device("cuda", device))
         schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=lambda out, y: out.float().square().mean())
         params = stage_module.parameters()
     else:
