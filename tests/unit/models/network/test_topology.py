@@ -47,12 +47,12 @@ def test_toml_file(tmp_path):
 
 @pytest.mark.parametrize("data, msg", [
     ({"nodes": 2}, "missing required key 'gpu'"),
-    ({"gpu": "h200", "nic": {"bandwidth": 1}}, r"unknown key\(s\) \['bandwidth'\] in \[nic\]"),
+    ({"gpu": "h200", "nic": {"bandwidth": 1}}, r"\[nic\]: unknown key\(s\) \['bandwidth'\]"),
     ({"gpu": "h200", "bogus_key": 3}, r"unknown key\(s\) \['bogus_key'\]; allowed: gpu, nodes"),
     ({"gpu": "h200", "compute": {"x": 1}}, r"unknown key\(s\) \['compute'\]"),
     ({"gpu": "h200", "fabric": {"kind": "torus"}}, "fabric kind must be"),
-    ({"gpu": "h200", "fabric": {"oversubscription": 0}}, "oversubscription must be a positive"),
-    ({"gpu": "h200", "nvlink": {"bandwidth_gbytes_per_s": -1}}, "nvlink bandwidth must be a positive"),
+    ({"gpu": "h200", "fabric": {"oversubscription": 0}}, r"\[fabric\] oversubscription = 0: must be > 0"),
+    ({"gpu": "h200", "nvlink": {"bandwidth_gbytes_per_s": -1}}, r"\[nvlink\] bandwidth_gbytes_per_s = -1: must be > 0"),
     ({"gpu": "h200", "nccl": {"protocols": ["LL", "Fast"]}}, "unknown NCCL protocol 'Fast'"),
     ({"gpu": "h200", "nic": 3}, r"\[nic\] must be a table"),
 ])
