@@ -250,7 +250,9 @@ class Topology:
         if cross.any():
             labels = np.broadcast_to(np.asarray(label, dtype=np.int64), sn.shape)[cross]
             spine = (_ecmp_hash_array(src_id[cross], dst_id[cross], labels) % np.uint64(self.num_spines)).astype(np.int64)
-            links += [self._leaf_up_ids[sl[cross], spine], self._spine_down_ids[dl[cross], spine]]
+            spines = self.num_spines  # flat indices: one gather each instead of a 2-D fancy index
+            links += [self._leaf_up_ids.ravel()[sl[cross] * spines + spine],
+                      self._spine_down_ids.ravel()[dl[cross] * spines + spine]]
         switches = 3 if cross.any() else 1
         return PathSet(np.concatenate(links), 0, 2 * self._nic_latency_ns + switches * self._switch_latency_ns,
                        bool(sn.size), sn.size)
