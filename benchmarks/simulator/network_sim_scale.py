@@ -51,7 +51,8 @@ def step_requests(nodes: int, gpn: int, layers: int) -> list[CollectiveRequest]:
             for g in range(gpn):
                 dp = tuple((stage * nodes_per_stage + n) * gpn + g for n in range(nodes_per_stage))
                 if len(dp) > 1:
-                    reqs.append(CollectiveRequest("reduce_scatter", dp, 64 * MiB, t + 200 * US, ("rs", layer, stage, g)))
+                    reqs.append(CollectiveRequest("reduce_scatter", dp, 64 * MiB, t + 200 * US,
+                                                  ("rs", layer, stage, g)))
                     reqs.append(CollectiveRequest("all_gather", dp, 64 * MiB, t + 300 * US, ("ag", layer, stage, g)))
     return reqs
 
@@ -116,7 +117,8 @@ def step_row(gpus: int, layers: int, repeat: int) -> dict[str, Any]:
     nodes = gpus // gpn
     topology = Topology(cluster_from_flags(gpu="h100", nodes=nodes, gpus_per_node=gpn))
     requests = step_requests(nodes, gpn, layers)
-    return {"gpus": gpus, "layers": layers, **best_of(repeat, lambda: simulate(topology, NcclModel(topology), requests))}
+    best = best_of(repeat, lambda: simulate(topology, NcclModel(topology), requests))
+    return {"gpus": gpus, "layers": layers, **best}
 
 
 def print_collectives(rows: list[dict[str, Any]]) -> None:
@@ -151,7 +153,8 @@ def main() -> None:
         from benchmarks.common.env import write_meta
         write_meta(args.out, __file__, what="wall time of the network simulator, 8-1024 GPUs: collectives and "
                                             "synthetic 3-D-parallel steps")
-        (args.out / "results.json").write_text(json.dumps({"collectives": collectives, "steps": steps}, indent=1) + "\n")
+        results = {"collectives": collectives, "steps": steps}
+        (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

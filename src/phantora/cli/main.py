@@ -286,7 +286,9 @@ def what_if(args: argparse.Namespace, cluster: ClusterNetworkConfig) -> ClusterN
     try:
         return with_overrides(cluster, gpus_per_node=args.gpus_per_node, nic_gbits_per_s=args.nic_gbps)
     except ValueError as error:
-        raise CliError(f"--gpus-per-node {args.gpus_per_node} / --nic-gbps {args.nic_gbps}: {error}") from None
+        given = [f"{flag} {value:g}" for flag, value in (("--gpus-per-node", args.gpus_per_node),
+                                                          ("--nic-gbps", args.nic_gbps)) if value is not None]
+        raise CliError(f"{', '.join(given)}: {error}") from None
 
 
 def cluster_profile(cluster: ClusterNetworkConfig) -> DeviceProfile:
@@ -327,7 +329,8 @@ def _rank_config(args: argparse.Namespace, cluster: ClusterNetworkConfig, device
     key = gpu_profile(cluster.gpu).key
     variant = None if cluster.gpu_variant is None else cluster.gpu_variant.given()
     try:
-        return RankConfig(gpu=key, gpu_variant=variant, devices_per_process=devices, out_dir=args.out, strict=args.strict,
+        return RankConfig(gpu=key, gpu_variant=variant, devices_per_process=devices, out_dir=args.out,
+                          strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,
                           kernel_databases=_kernel_databases(args.kernel_db, key), host_time=args.host_time,
                           host_time_scale=1.0 if args.host_time_scale is None else args.host_time_scale,

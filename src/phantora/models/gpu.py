@@ -105,7 +105,8 @@ class GpuVariant:
                 raise ValueError(f"memory_gbytes: the {base.key} profile gives no datasheet memory size to scale "
                                  "from; give total_memory_bytes")
             changes["memory_gbytes"] = self.memory_gbytes
-            changes["total_memory_bytes"] = int(round(base.total_memory_bytes * self.memory_gbytes / base.memory_gbytes))
+            scaled = base.total_memory_bytes * self.memory_gbytes / base.memory_gbytes
+            changes["total_memory_bytes"] = int(round(scaled))
             derived["total_memory_bytes"] = (f"{base.key}'s torch total_memory x {self.memory_gbytes:g} / "
                                              f"{base.memory_gbytes:g} GB (the driver keeps the same share)")
         if self.memory_bandwidth_gbytes_per_s is not None:

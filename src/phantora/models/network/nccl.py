@@ -278,11 +278,10 @@ class NcclModel:
             src, dst = np.repeat(members, members.size), np.tile(members, members.size)
             pair = src != dst
             return self._make_pattern([topo.gpu_paths(src[pair], dst[pair])], 1)
-        others = members[members != root]
-        if kind == "gather":
-            return self._make_pattern([topo.gpu_paths(others, np.full_like(others, root))], 1)
-        if kind == "scatter":
-            return self._make_pattern([topo.gpu_paths(np.full_like(others, root), others)], 1)
+        if kind in ("gather", "scatter"):
+            others = members[members != root]
+            to_root = (others, np.full_like(others, root))
+            return self._make_pattern([topo.gpu_paths(*(to_root if kind == "gather" else to_root[::-1]))], 1)
         if kind == "tree":
             return self._tree_pattern(group)
         rings = self._rings(group)

@@ -249,7 +249,8 @@ class Topology:
         cross = sl != dl
         if cross.any():
             labels = np.broadcast_to(np.asarray(label, dtype=np.int64), sn.shape)[cross]
-            spine = (_ecmp_hash_array(src_id[cross], dst_id[cross], labels) % np.uint64(self.num_spines)).astype(np.int64)
+            hashes = _ecmp_hash_array(src_id[cross], dst_id[cross], labels)
+            spine = (hashes % np.uint64(self.num_spines)).astype(np.int64)
             spines = self.num_spines  # flat indices: one gather each instead of a 2-D fancy index
             links += [self._leaf_up_ids.ravel()[sl[cross] * spines + spine],
                       self._spine_down_ids.ravel()[dl[cross] * spines + spine]]
