@@ -44,8 +44,8 @@ from phantora.models.network import ClusterNetworkConfig
 from phantora.profiler.command import add_profile_arguments, run_profile
 from phantora.profiler.database import combined_database
 from phantora.profiler.onthefly import OnTheFlyError
-from phantora.specs import DeviceProfile, ProfileError, UnknownGpuError, known_gpus, load_profile
-from phantora.specs.cluster import cluster_from_flags, cluster_from_toml
+from phantora.specs import DeviceProfile, ProfileError, UnknownGpuError, apply_variant, known_gpus, load_profile
+from phantora.specs.cluster import cluster_from_flags, cluster_from_toml, with_overrides
 
 
 class CliError(Exception):
@@ -70,6 +70,12 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
     where = p.add_mutually_exclusive_group(required=True)
     option(where, "--gpu", help=f"GPU model: {', '.join(known_gpus())} (nodes as its DGX/HGX)")
     option(where, "--cluster", metavar="FILE.toml", help="cluster file (docs/models/network.md)")
+    option(p, "--gpus-per-node", type=_positive_int, default=None, metavar="N",
+           help="GPUs per simulated node, the NVLink domain (default: the GPUs torchrun starts per node, or the "
+                "cluster file's gpus_per_node); as the cluster file's gpus_per_node")
+    option(p, "--nic-gbps", type=_positive_float, default=None, metavar="GBITS",
+           help="NIC bandwidth per GPU in Gb/s (default: the GPU's DGX/HGX NIC, or the cluster file's); as the "
+                "cluster file's [nic] bandwidth_gbits_per_s")
     option(p, "--out", default="phantora-out", help="output folder (default phantora-out/)")
     option(p, "--strict", action="store_true",
            help="fail on ops that have no cost model instead of estimating them")
@@ -106,6 +112,17 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
     return actions
+
+
+def _positive_int(text: str) -> int:
+    """An integer >= 1 (argparse turns the error into one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -268,6 +285,27 @@ def cluster_file(path: str) -> ClusterNetworkConfig:
     return cluster
 
 
+def what_if(args: argparse.Namespace, cluster: ClusterNetworkConfig) -> ClusterNetworkConfig:
+    """The cluster with `--gpus-per-node` and `--nic-gbps` applied, as the cluster file's fields would be."""
+    try:
+        return with_overrides(cluster, gpus_per_node=args.gpus_per_node, nic_gbits_per_s=args.nic_gbps)
+    except ValueError as error:
+        given = [f"{flag} {value:g}" for flag, value in (("--gpus-per-node", args.gpus_per_node),
+                                                          ("--nic-gbps", args.nic_gbps)) if value is not None]
+        raise CliError(f"{', '.join(given)}: {error}") from None
+
+
+def cluster_profile(cluster: ClusterNetworkConfig) -> DeviceProfile:
+    """The profile of the cluster's GPU, its cluster file's `[variant]` applied."""
+    profile = gpu_profile(cluster.gpu)
+    if cluster.gpu_variant is None:
+        return profile
+    try:
+        return apply_variant(profile, cluster.gpu_variant)
+    except ValueError as error:
+        raise CliError(f"[variant] {error}") from None
+
+
 def cluster_from_gpu(gpu: str, *, nodes: int, gpus_per_node: int) -> ClusterNetworkConfig:
     try:
         return cluster_from_flags(gpu=gpu_profile(gpu).key, nodes=nodes, gpus_per_node=gpus_per_node)
@@ -275,9 +313,9 @@ def cluster_from_gpu(gpu: str, *, nodes: int, gpus_per_node: int) -> ClusterNetw
         raise CliError(str(error)) from None
 
 
-def _node_gpus(gpu: str) -> int:
-    """GPUs in one node of the GPU's family (its DGX/HGX)."""
-    return gpu_profile(gpu).node.gpus_per_node
+def _node_gpus(args: argparse.Namespace) -> int:
+    """GPUs in one simulated node: `--gpus-per-node`, else the GPU family's node (its DGX/HGX)."""
+    return args.gpus_per_node or gpu_profile(args.gpu).node.gpus_per_node
 
 
 def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
@@ -291,10 +329,12 @@ def _kernel_databases(paths: list[str], gpu: str) -> tuple[str, ...]:
     return tuple(str(Path(p).resolve()) for p in paths)
 
 
-def _rank_config(args: argparse.Namespace, gpu: str, devices: int) -> RankConfig:
-    key = gpu_profile(gpu).key
+def _rank_config(args: argparse.Namespace, cluster: ClusterNetworkConfig, devices: int) -> RankConfig:
+    key = gpu_profile(cluster.gpu).key
+    variant = None if cluster.gpu_variant is None else cluster.gpu_variant.given()
     try:
-        return RankConfig(gpu=key, devices_per_process=devices, out_dir=args.out, strict=args.strict,
+        return RankConfig(gpu=key, gpu_variant=variant, devices_per_process=devices, out_dir=args.out,
+                          strict=args.strict,
                           use_kernel_database=not args.no_kernel_db, trace=not args.no_trace,
                           kernel_databases=_kernel_databases(args.kernel_db, key), host_time=args.host_time,
                           host_time_scale=1.0 if args.host_time_scale is None else args.host_time_scale,
@@ -315,13 +355,14 @@ def run_config_from_args(args: argparse.Namespace) -> LaunchConfig:
 
 
 def _one_gpu_cluster(args: argparse.Namespace) -> ClusterNetworkConfig:
-    return cluster_file(args.cluster) if args.cluster else cluster_from_gpu(args.gpu, nodes=1, gpus_per_node=1)
+    cluster = cluster_file(args.cluster) if args.cluster else cluster_from_gpu(args.gpu, nodes=1, gpus_per_node=1)
+    return what_if(args, cluster)
 
 
 def _one_process_config(args: argparse.Namespace, cluster: ClusterNetworkConfig, program: ProgramSpec, *,
                         devices: int, extra_env: Mapping[str, str] | None = None) -> LaunchConfig:
     """One rank on one GPU of the cluster, its output straight to the terminal."""
-    rank_config = _rank_config(args, cluster.gpu, devices)
+    rank_config = _rank_config(args, cluster, devices)
     return _launch_config(program=program, rank_config=rank_config, cluster=cluster, extra_env=dict(extra_env or {}),
                           output=OutputConfig(prefix_template=None), progress=_progress(args),
                           power_cap=not args.no_power_cap, ranks=args.ranks)
@@ -343,20 +384,22 @@ def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace,
         raise CliError(str(error)) from None
     try:
         if args.cluster:
-            cluster = cluster_file(args.cluster)
+            cluster = what_if(args, cluster_file(args.cluster))
             nproc = parse_nproc_per_node(plan.nproc_spec, cluster.gpus_per_node)
         else:
-            node_gpus = _node_gpus(args.gpu)
+            node_gpus = _node_gpus(args)
             nproc = parse_nproc_per_node(plan.nproc_spec, node_gpus)
             if nproc > node_gpus:
                 raise CliError(f"--nproc-per-node {nproc} exceeds the {node_gpus} GPUs of a {args.gpu} node; use "
-                               "more --nnodes, or a --cluster file with a larger gpus_per_node")
-            # the simulated nodes are the GPUs the job uses: every GPU keeps its own NVLink port and NIC
-            cluster = cluster_from_gpu(args.gpu, nodes=plan.nnodes, gpus_per_node=nproc)
+                               "more --nnodes, a larger --gpus-per-node or a --cluster file")
+            # without --gpus-per-node the simulated nodes are the GPUs the job uses: every GPU keeps its own
+            # NVLink port and NIC
+            cluster = what_if(args, cluster_from_gpu(args.gpu, nodes=plan.nnodes,
+                                                     gpus_per_node=args.gpus_per_node or nproc))
     except TorchrunArgumentError as error:
         raise CliError(str(error)) from None
     devices = 1 if plan.torchrun.virtual_local_rank else cluster.gpus_per_node
-    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, devices),
+    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster, devices),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
                             extra_env=dict(extra_env or {}), output=plan.output,
                             shutdown_grace_s=plan.shutdown_grace_s, monitor_interval_s=plan.monitor_interval_s,
@@ -367,9 +410,9 @@ def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace,
 def _simulated_node(args: argparse.Namespace) -> tuple[int, tuple[int, int]]:
     """GPUs of one simulated node and their compute capability: what a framework's launcher finds on it."""
     if args.cluster:
-        cluster = cluster_file(args.cluster)
+        cluster = what_if(args, cluster_file(args.cluster))
         return cluster.gpus_per_node, gpu_profile(cluster.gpu).spec.compute_capability
-    return _node_gpus(args.gpu), gpu_profile(args.gpu).spec.compute_capability
+    return _node_gpus(args), gpu_profile(args.gpu).spec.compute_capability
 
 
 def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None = None, *,
@@ -384,8 +427,9 @@ def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None
     if args.cluster:
         cluster = cluster_file(args.cluster)
     else:
-        cluster = cluster_from_gpu(args.gpu, nodes=plan.nnodes, gpus_per_node=plan.nproc_per_node)
-    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster.gpu, plan.nproc_per_node),
+        cluster = cluster_from_gpu(args.gpu, nodes=plan.nnodes, gpus_per_node=args.gpus_per_node or plan.nproc_per_node)
+    cluster = what_if(args, cluster)
+    config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster, plan.nproc_per_node),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=plan.nproc_per_node,
                             workers=plan.workers, extra_env={**extra_env, **plan.extra_env}, output=plan.output,
                             progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks)
@@ -410,7 +454,7 @@ def accelerate_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig,
 
 def _launch_config(*, cluster: ClusterNetworkConfig, **kwargs) -> LaunchConfig:
     try:
-        return LaunchConfig(cluster=cluster, profile=gpu_profile(cluster.gpu), **kwargs)
+        return LaunchConfig(cluster=cluster, profile=cluster_profile(cluster), **kwargs)
     except ValueError as error:  # world size vs cluster and the like
         raise CliError(str(error)) from None
 

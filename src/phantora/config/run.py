@@ -29,6 +29,9 @@ class RankConfig:
 
     gpu: str
     """The GPU's profile key (`phantora.specs`, a folder of specs/), e.g. "h200"; the rank resolves it once."""
+    gpu_variant: dict | None = None
+    """The cluster file's `[variant]` of that GPU as `GpuVariant`'s fields (checked by the CLI), or None:
+    the rank applies it to the profile (`phantora.specs.profile_for`)."""
     devices_per_process: int = 1
     """How many CUDA devices the process sees (torch.cuda.device_count())."""
     out_dir: str = "phantora-out"

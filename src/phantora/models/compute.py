@@ -18,10 +18,24 @@ the minimum gap the GPU leaves between back-to-back kernels of one stream (about
 inside training steps), so a GPU-bound timeline built from these durations matches the real step.
 Durations are integer nanoseconds, rounded (never truncated). Pure: the GPU's profile
 (`phantora.specs`) reads the files and hands the database and calibration in.
+
+Note: [GPU variants]
+A variant (models/gpu.py `GpuVariant`: another memory bandwidth, clock, memory size or power limit on the same
+silicon) has no measurements of its own: its kernel database is its base GPU's. A measured time t_meas is
+carried over by the analytic model's ratio, t = t_meas x analytic(op on the variant) / analytic(op on the base),
+kernel gaps excluded (launch spacing does not change). The analytic model is a roofline (fixed cost + max(FLOPs /
+achieved peak, bytes / achieved bandwidth)), so a memory-bound op scales with the HBM bandwidth, a compute-bound
+one with the clock (peak FLOP/s), an op dominated by its fixed cost hardly at all, and an op near the ridge
+moves to whichever bound the variant makes binding; a variant with the base's numbers gets the measured times
+bit for bit. Limits: the base's fitted efficiencies are assumed to hold at the new bandwidth and clock (a
+kernel tuned to one balance of the two may pick another tile on the other); the L2 size and SM count are the
+base's; a clock above the base's assumes the power and thermal headroom to hold it (the power model still caps
+it at the variant's limit).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -662,6 +676,13 @@ class ComputeModel:
             raise ValueError(f"kernel database is for {self.database.gpu}, not {gpu.key}")
         self.cal = calibration
         self._cache: dict[OpCall, KernelEstimate] = {}
+        self._variant_scale: tuple[ComputeModel, ComputeModel] | None = None
+        """For a variant: the analytic models, without kernel gaps, of this GPU and of the one its database was
+        measured on (Note [GPU variants])."""
+        if gpu.base is not None:
+            gapless = dataclasses.replace(calibration, kernel_gap_ns=0.0)
+            self._variant_scale = (ComputeModel(dataclasses.replace(gpu, base=None), KernelDatabase(gpu.key), gapless),
+                                   ComputeModel(gpu.base, KernelDatabase(gpu.base.key), gapless))
 
     # -- public ------------------------------------------------------------------------------
     def estimate(self, op: OpCall) -> KernelEstimate:
@@ -697,8 +718,17 @@ class ComputeModel:
             entry, _ = hit
             cls = classify(op.name) or "other"
             flops, nbytes = self._work(op, cls)
-            return KernelEstimate(int(round(entry.kernel_ns + self._gap(entry.n_kernels))), flops, nbytes, cls, "measured")
+            kernel_ns = entry.kernel_ns * self._variant_ratio(op)
+            return KernelEstimate(int(round(kernel_ns + self._gap(entry.n_kernels))), flops, nbytes, cls, "measured")
         return self._analytic(op)
+
+    def _variant_ratio(self, op: OpCall) -> float:
+        """How much longer the op's kernels take on this GPU than on the one its measurement was taken on
+        (Note [GPU variants]); 1 for a GPU's own measurements."""
+        if self._variant_scale is None:
+            return 1.0
+        here, there = (model._analytic(op).duration_ns for model in self._variant_scale)
+        return here / there if there > 0 else 1.0
 
     def _work(self, op: OpCall, cls: str) -> tuple[float, float]:
         if cls == "gemm":

@@ -136,6 +136,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
     summary: dict[str, Any] = {
         "gpu": gpu.key, "gpu_name": gpu.name,
         "borrowed": dict(sorted((borrowed or {}).items())),
+        "variant": _variant(gpu),
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
         "world_size": world_size, "representative_ranks": ran, "exit_code": exit_code, "complete": complete,
         "ranks_reported": len(results),
@@ -221,10 +222,12 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     nodes = f"{cluster['nodes']} node(s) x {cluster['gpus_per_node']} GPUs, " if world > 1 else ""
     rows = [("GPU", f"{s['gpu_name']} ({s['gpu']}), {nodes}{world} rank(s)")]
     rows += _borrowed_rows(s.get("borrowed") or {})
+    rows += _variant_rows(s.get("variant"))
     ran = s.get("representative_ranks", world)
     if ran < world:
-        rows.append(("representative ranks", f"ranks 0..{ran - 1} ran; every other rank did what the rank equal to it "
-                                             f"modulo {ran} did (--ranks all: every rank)"))
+        who = "rank 0 ran" if ran == 1 else f"ranks 0..{ran - 1} ran"
+        rows.append(("representative ranks", f"{who}; every other rank did what the rank equal to it modulo {ran} "
+                                             "did (--ranks all: every rank)"))
     rows.append(("simulated time", f"{s['simulated_time_s']:.4f} s"))
     if s.get("asleep_s"):
         rows.append(("program sleep", f"{s['asleep_s']:.4f} s of it every rank slept (time.sleep) or had ended: not "
@@ -279,6 +282,27 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     if "error" in s:
         rows.append(("error", s["error"]))
     return rows
+
+
+def _variant(gpu: GpuSpec) -> dict[str, Any] | None:
+    """A variant GPU (models/gpu.py): its base, what the cluster file gave and what was derived from the base."""
+    if gpu.base is None:
+        return None
+    given = {"memory_gbytes": gpu.memory_gbytes, "memory_type": gpu.memory_type,
+             "memory_bandwidth_gbytes_per_s": gpu.memory_bandwidth_bytes_per_s / 1e9,
+             "boost_clock_mhz": gpu.boost_clock_mhz, "total_memory_bytes": gpu.total_memory_bytes}
+    return {"of": gpu.base.key, "spec": given, "derived": dict(gpu.derived)}
+
+
+def _variant_rows(variant: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """"variant of h100: 96 GB HBM2e, 2400 GB/s" and one row per derived value."""
+    if not variant:
+        return []
+    spec = variant["spec"]
+    memory = f"{spec['memory_gbytes']:g} GB " if spec.get("memory_gbytes") else ""
+    rows = [(f"variant of {variant['of']}", f"{memory}{spec['memory_type']}, "
+                                            f"{spec['memory_bandwidth_gbytes_per_s']:g} GB/s")]
+    return rows + [(f"  derived: {name}", how) for name, how in sorted(variant["derived"].items())]
 
 
 def _borrowed_rows(borrowed: Mapping[str, str]) -> list[tuple[str, str]]:

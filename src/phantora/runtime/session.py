@@ -27,7 +27,7 @@ from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
 from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.runtime.memory_samples import MemorySamples
-from phantora.specs import load_profile
+from phantora.specs import profile_for
 
 StreamKey = tuple[int, int]
 """(device index, stream id); stream id 0 is the device's default stream."""
@@ -71,7 +71,7 @@ class Session:
                  gpu: GpuSpec | None = None, compute: ComputeModel | None = None,
                  host: HostModel | None = None) -> None:
         self.config = config
-        self.profile = load_profile(config.gpu)
+        self.profile = profile_for(config.gpu, config.gpu_variant)
         """The simulated GPU's profile (specs/<gpu>/): every model's inputs, resolved once per process."""
         self.gpu = gpu or self.profile.spec
         if compute is None:  # --kernel-db files over the shipped database (unless --no-kernel-db)

@@ -11,11 +11,13 @@ from phantora.specs.profile import (
     UnknownGpuError,
     gpu_key,
     known_gpus,
+    apply_variant,
     load_profile,
+    profile_for,
 )
 
-__all__ = ["DeviceProfile", "Part", "ProfileError", "UnknownGpuError", "get_gpu_spec", "gpu_key", "known_gpus",
-           "load_gpu_specs", "load_profile"]
+__all__ = ["DeviceProfile", "Part", "ProfileError", "UnknownGpuError", "apply_variant", "get_gpu_spec", "gpu_key",
+           "known_gpus", "load_gpu_specs", "load_profile", "profile_for"]
 
 
 def load_gpu_specs() -> dict[str, GpuSpec]:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from phantora.models.compute import Calibration, KernelDatabase
 from phantora.models.gemm_kernels import GemmKernelTable
-from phantora.models.gpu import GpuSpec
+from phantora.models.gpu import GpuSpec, GpuVariant
 from phantora.models.host import HostConstants
 from phantora.models.host_contention import HostContention
 from phantora.models.interference import GpuSharing
@@ -140,6 +140,36 @@ def load_profile(name: str) -> DeviceProfile:
     """The profile of GPU `name` (case-insensitive) shipped with Phantora, read once per process."""
     key = gpu_key(name)
     return load_profile(key) if key != name else read_profile(key, _specs_root())
+
+
+def profile_for(name: str, variant: Mapping[str, Any] | None = None) -> DeviceProfile:
+    """The profile of GPU `name`, or of its variant given as `GpuVariant`'s fields (what a rank receives in its
+    `RankConfig`)."""
+    profile = load_profile(name)
+    return profile if not variant else apply_variant(profile, GpuVariant(**variant))
+
+
+def apply_variant(profile: DeviceProfile, variant: GpuVariant) -> DeviceProfile:
+    """The profile of a variant of `profile`'s GPU: its spec (`GpuVariant.apply`), its power limit, and the
+    base's measurements, which the models carry over as Note [GPU variants] says; ValueError names the
+    variant's field that cannot be applied."""
+    spec = variant.apply(profile.spec)
+    derived = dict(spec.derived)
+    if len(profile.kernels.value) and {"memory_bandwidth_gbytes_per_s", "boost_clock_mhz"} & variant.given().keys():
+        derived["kernel times"] = (f"measured on the {profile.key}, scaled by the compute model's roofline "
+                                   "(memory-bound with HBM bandwidth, compute-bound with the clock)")
+    power = profile.power
+    if variant.power_limit_w is not None:
+        if power.value is None:
+            raise ValueError(f"power_limit_w: the {profile.key} profile has no power model ({power.source})")
+        try:
+            cap = dataclasses.replace(power.value, cap_w=variant.power_limit_w)
+        except ValueError as error:
+            raise ValueError(f"power_limit_w = {variant.power_limit_w:g}: {error}") from None
+        power = dataclasses.replace(power, value=cap)
+        derived["power"] = f"limit {variant.power_limit_w:g} W given; energies per FLOP and byte the {profile.key}'s"
+    spec = dataclasses.replace(spec, derived=derived)
+    return dataclasses.replace(profile, spec=spec, power=power)
 
 
 def read_profile(name: str, root: Traversable) -> DeviceProfile:

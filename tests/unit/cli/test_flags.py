@@ -7,7 +7,7 @@ from phantora.cli.main import DEEPSPEED, build_parser, framework_parser
 
 FROZEN_COMMANDS = ["run", "torchrun", "deepspeed", "accelerate", "profile"]
 PHANTORA_OPTIONS = {
-    "--gpu": None, "--cluster": None, "--out": "phantora-out", "--strict": False, "--no-kernel-db": False,
+    "--gpu": None, "--cluster": None, "--gpus-per-node": None, "--nic-gbps": None, "--out": "phantora-out", "--strict": False, "--no-kernel-db": False,
     "--kernel-db": [], "--profile-on-the-fly": False, "--profile-cache": None, "--profile-device": "cuda:0",
     "--no-trace": False, "--no-power-cap": False, "--host-time": "model", "--host-time-scale": None,
     "--host-contention": "h200-vm", "--ranks": "auto", "--progress --no-progress": None,

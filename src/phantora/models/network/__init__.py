@@ -11,7 +11,7 @@ _EXPORTS = {
     "config": ("ClusterNetworkConfig", "FabricConfig", "NcclTuning", "NicConfig", "NodeDefaults", "NvlinkConfig",
                "cluster_for_node"),
     "nccl": ("OPS", "SIZE_CONVENTION", "NcclModel", "TransferPlan"),
-    "simulator": ("CollectiveRequest", "Completion", "LateRequestError", "NetworkSimulator"),
+    "simulator": ("CollectiveRequest", "Completion", "LateRequestError", "NetworkSimulator", "SimulatorCounters"),
     "topology": ("Topology",),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
+from phantora.models.gpu import GpuVariant
+
 Algorithm = Literal["ring", "tree"]
 Protocol = Literal["LL", "LL128", "Simple"]
 FabricKind = Literal["single_switch", "leaf_spine"]
@@ -227,6 +229,9 @@ class ClusterNetworkConfig:
     nic: NicConfig
     fabric: FabricConfig
     nccl: NcclTuning
+    gpu_variant: GpuVariant | None = None
+    """The cluster file's `[variant]` of the GPU (models/gpu.py), applied to its profile by `specs.apply_variant`;
+    the network model does not read it."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:

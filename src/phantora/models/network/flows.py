@@ -65,8 +65,10 @@ def max_min_rates(
     inc_flow = np.repeat(np.arange(n, dtype=np.int64), sizes)
     inc_link_global = np.concatenate([s.link_ids for s in shapes])
     inc_w = np.concatenate([s.weights for s in shapes])
-    # Local link numbering: only the links these flows touch.
-    links, inc_link = np.unique(inc_link_global, return_inverse=True)
+    if inc_link_global.size * 4 >= capacities_bytes_per_s.size:  # dense: index the cluster's links directly
+        links, inc_link = np.arange(capacities_bytes_per_s.size), inc_link_global
+    else:  # a few flows in a large cluster: number only the links they touch (same bits, less to scan per level)
+        links, inc_link = np.unique(inc_link_global, return_inverse=True)
     residual = capacities_bytes_per_s[links].astype(np.float64, copy=True)
     wsum = np.bincount(inc_link, weights=inc_w, minlength=links.size)
     frozen = np.zeros(n, dtype=bool)

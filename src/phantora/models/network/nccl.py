@@ -36,7 +36,7 @@ import numpy as np
 
 from phantora.models.network.config import NcclTuning, Protocol
 from phantora.models.network.flows import FlowShape
-from phantora.models.network.topology import Path, Topology
+from phantora.models.network.topology import PathSet, Topology
 
 Op = Literal[
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
@@ -65,6 +65,7 @@ SIZE_CONVENTION = {
 """What `size_bytes` means per op: nccl-tests' convention, the same as data/h200/collectives/nccl."""
 
 BARRIER_BYTES = 4
+_MAX_CACHED_PLANS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,6 +83,9 @@ class TransferPlan:
     """Per-subflow rate when alone on the network (protocol/kernel efficiency x bottleneck)."""
     tail_ns: int
     """Fixed time after the data moved (the rank's own-chunk copy/reduce in ring kernels)."""
+    subflows: int = 0
+    """Point-to-point transfers the coflow is made of (ring edges, tree edges, pairs): what it counts as in
+    flow counts."""
 
     def data_duration_ns(self, rate_bytes_per_s: float) -> int:
         return transfer_ns(self.bytes_per_subflow, rate_bytes_per_s)
@@ -109,6 +113,7 @@ class _Pattern:
     intra_latency_ns: int
     inter_latency_ns: int
     inter_node: bool
+    subflows: int
 
 
 class NcclModel:
@@ -120,10 +125,22 @@ class NcclModel:
         t = self.tuning
         self._link_efficiency = np.where(topology.is_nvlink, t.nvlink_efficiency, t.net_efficiency)
         self._patterns: dict[tuple, _Pattern] = {}
+        self._plans: dict[tuple, TransferPlan] = {}
+        """Plans by (op, group, size, root): a training step repeats the same calls every layer and step."""
 
     # --- public -----------------------------------------------------------------------------------
     def plan(self, op: Op, group: tuple[int, ...], size_bytes: int, root: int | None = None) -> TransferPlan:
-        """NCCL's choice for this collective: the (algorithm, protocol) with the least isolated time."""
+        """NCCL's choice for this collective: the (algorithm, protocol) with the least isolated time. Plans
+        are immutable and a pure function of the arguments, so a repeated call returns the same one."""
+        key = (op, tuple(group), size_bytes, root)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _MAX_CACHED_PLANS:  # bounded: a program with ever new sizes stays small
+                self._plans.clear()
+            plan = self._plans[key] = self._best_plan(op, group, size_bytes, root)
+        return plan
+
+    def _best_plan(self, op: Op, group: tuple[int, ...], size_bytes: int, root: int | None) -> TransferPlan:
         self._validate(op, group, size_bytes, root)
         best: TransferPlan | None = None
         for plan in self.candidates(op, group, size_bytes, root):
@@ -211,7 +228,8 @@ class NcclModel:
                    + inter_steps * (t.net_step_latency_ns.get(protocol) + pat.inter_latency_ns))
         cap = pat.bottleneck_bytes_per_s * self._bw_factor(op, protocol, pat.inter_node)
         algorithm = "ring" if op in RING_OPS else "p2p"
-        return TransferPlan(algorithm, protocol, int(round(latency)), pat.shape, volume / pat.channels, cap, tail_ns)
+        return TransferPlan(algorithm, protocol, int(round(latency)), pat.shape, volume / pat.channels, cap, tail_ns,
+                            pat.subflows)
 
     def _plan_tree(self, group: tuple[int, ...], size_bytes: int, protocol: Protocol) -> TransferPlan:
         t = self.tuning
@@ -232,7 +250,7 @@ class NcclModel:
         cap = min(pat.bottleneck_bytes_per_s * factor, nccl_cap)
         tail_ns = transfer_ns(size_bytes / len(group), t.local_copy_bytes_per_s)
         return TransferPlan("tree", protocol, int(round(latency)), pat.shape,
-                            size_bytes / (2 * pat.channels), cap, tail_ns)
+                            size_bytes / (2 * pat.channels), cap, tail_ns, pat.subflows)
 
     # --- traffic patterns -------------------------------------------------------------------------
     def _members_by_node(self, group: tuple[int, ...]) -> dict[int, list[int]]:
@@ -254,41 +272,40 @@ class NcclModel:
         topo = self.topology
         if kind == "p2p":
             src, dst = group
-            return self._make_pattern([topo.gpu_path(src, dst)], 1)
+            return self._make_pattern([topo.gpu_paths(np.array([src]), np.array([dst]))], 1)
+        members = np.array(sorted(group), dtype=np.int64)
         if kind == "all_to_all":
-            members = sorted(group)
-            paths = [topo.gpu_path(i, j) for i in members for j in members if i != j]
-            return self._make_pattern(paths, 1)
-        if kind == "gather":
-            return self._make_pattern([topo.gpu_path(g, root) for g in sorted(group) if g != root], 1)
-        if kind == "scatter":
-            return self._make_pattern([topo.gpu_path(root, g) for g in sorted(group) if g != root], 1)
+            src, dst = np.repeat(members, members.size), np.tile(members, members.size)
+            pair = src != dst
+            return self._make_pattern([topo.gpu_paths(src[pair], dst[pair])], 1)
+        if kind in ("gather", "scatter"):
+            others = members[members != root]
+            to_root = (others, np.full_like(others, root))
+            return self._make_pattern([topo.gpu_paths(*(to_root if kind == "gather" else to_root[::-1]))], 1)
         if kind == "tree":
             return self._tree_pattern(group)
         rings = self._rings(group)
-        paths = []
-        for ring in rings:
-            m = len(ring)
-            if kind == "ring":
-                paths += [hop for _, hop in ring]
-            elif kind == "broadcast":
-                start = next(i for i, (g, _) in enumerate(ring) if g == root)
-                paths += [ring[(start + i) % m][1] for i in range(m - 1)]
-            elif kind == "reduce":
-                # Data flows toward the root: every edge except the one leaving the root.
-                paths += [hop for g, hop in ring if g != root]
-            else:
-                raise AssertionError(kind)
-        return self._make_pattern(paths, len(rings))
+        if kind == "ring":
+            keep = [None] * len(rings)
+        elif kind == "broadcast":  # the ring cut open at the root: every hop but the one into it
+            keep = [ring.dst != root for ring in rings]
+        elif kind == "reduce":  # data flows toward the root: every hop but the one leaving it
+            keep = [ring.src != root for ring in rings]
+        else:
+            raise AssertionError(kind)
+        return self._make_pattern([ring.paths(topo, mask) for ring, mask in zip(rings, keep)], len(rings))
 
-    def _rings(self, group: tuple[int, ...]) -> list[list[tuple[int, Path]]]:
-        """NCCL-like rings: one per channel; each entry is (gpu, path to the next gpu of the ring)."""
+    def _rings(self, group: tuple[int, ...]) -> list[_Hops]:
+        """NCCL-like rings: one per channel, as its hops in ring order."""
         topo = self.topology
         by_node = self._members_by_node(group)
         nodes = list(by_node)
         if len(nodes) == 1:
             order = by_node[nodes[0]]
-            return [[(g, topo.gpu_path(g, order[(i + 1) % len(order)])) for i, g in enumerate(order)]]
+            ring = _Hops()
+            for i, g in enumerate(order):
+                ring.intra(g, order[(i + 1) % len(order)])
+            return [ring]
         nics = {node: sorted({topo.nic_of(g) for g in ms}) for node, ms in by_node.items()}
         channels = min(len(v) for v in nics.values())
         rings = []
@@ -299,12 +316,12 @@ class NcclModel:
                 nic = nics[node][c]
                 entry = next(i for i, g in enumerate(ms) if topo.nic_of(g) == nic)
                 segs.append((node, nic, ms[entry:] + ms[:entry]))
-            ring: list[tuple[int, Path]] = []
+            ring = _Hops()
             for k, (node, nic, order) in enumerate(segs):
-                for i, g in enumerate(order[:-1]):
-                    ring.append((g, topo.gpu_path(g, order[i + 1])))
-                nxt_node, nxt_nic, _ = segs[(k + 1) % len(segs)]
-                ring.append((order[-1], topo.nic_path(node, nic, nxt_node, nxt_nic, label=c)))
+                for a, b in zip(order, order[1:]):
+                    ring.intra(a, b)
+                nxt_node, nxt_nic, nxt_order = segs[(k + 1) % len(segs)]
+                ring.inter(order[-1], nxt_order[0], node, nic, nxt_node, nxt_nic, label=c)
             rings.append(ring)
         return rings
 
@@ -315,7 +332,7 @@ class NcclModel:
         nics = {node: sorted({topo.nic_of(g) for g in ms}) for node, ms in by_node.items()}
         channels = min(len(v) for v in nics.values())
         num = len(nodes)
-        paths: list[Path] = []
+        hops = _Hops()
         for c in range(channels):
             for tree in (0, 1):
                 for node in nodes:  # intra-node chain from the member on NIC c, both directions
@@ -323,7 +340,8 @@ class NcclModel:
                     entry = next(i for i, g in enumerate(ms) if topo.nic_of(g) == nics[node][c])
                     order = ms[entry:] + ms[:entry]
                     for a, b in zip(order, order[1:]):
-                        paths += [topo.gpu_path(a, b), topo.gpu_path(b, a)]
+                        hops.intra(a, b)
+                        hops.intra(b, a)
                 # NCCL's double binary tree: tree 1 is tree 0 on the mirrored node order.
                 for pos in range(1, num):
                     child, parent = pos, (pos - 1) // 2
@@ -331,23 +349,54 @@ class NcclModel:
                         child, parent = num - 1 - child, num - 1 - parent
                     cn, pn = nodes[child], nodes[parent]
                     label = 2 * c + tree
-                    paths.append(topo.nic_path(cn, nics[cn][c], pn, nics[pn][c], label))
-                    paths.append(topo.nic_path(pn, nics[pn][c], cn, nics[cn][c], label))
-        return self._make_pattern(paths, channels)
+                    hops.inter(-1, -1, cn, nics[cn][c], pn, nics[pn][c], label)
+                    hops.inter(-1, -1, pn, nics[pn][c], cn, nics[cn][c], label)
+        return self._make_pattern([hops.paths(topo)], channels)
 
-    def _make_pattern(self, paths: list[Path], channels: int) -> _Pattern:
-        counts: dict[int, int] = {}
-        intra_lat = inter_lat = 0
-        inter = False
-        for p in paths:
-            for link in p.link_ids:
-                counts[link] = counts.get(link, 0) + 1
-            if p.inter_node:
-                inter = True
-                inter_lat = max(inter_lat, p.latency_ns)
-            else:
-                intra_lat = max(intra_lat, p.latency_ns)
-        shape = FlowShape.from_link_counts(counts)
+    def _make_pattern(self, paths: list[PathSet], channels: int) -> _Pattern:
+        links = np.concatenate([p.link_ids for p in paths])
+        counts = np.bincount(links, minlength=self.topology.num_links)
+        ids = np.flatnonzero(counts).astype(np.int64)
+        shape = FlowShape(ids, counts[ids].astype(np.float64))
         per_link = (self.topology.capacities_bytes_per_s[shape.link_ids]
                     * self._link_efficiency[shape.link_ids] / shape.weights)
-        return _Pattern(shape, channels, float(per_link.min()), intra_lat, inter_lat, inter)
+        return _Pattern(shape, channels, float(per_link.min()), max(p.intra_latency_ns for p in paths),
+                        max(p.inter_latency_ns for p in paths), any(p.inter_node for p in paths),
+                        sum(p.paths for p in paths))
+
+
+class _Hops:
+    """The hops of a ring or tree, gathered one by one and turned into paths at once (`Topology.gpu_paths`,
+    `nic_paths`). An inter-node hop leaves and enters through the channel's NICs, not the GPUs' own."""
+
+    def __init__(self) -> None:
+        self._intra: list[tuple[int, int]] = []
+        self._inter: list[tuple[int, int, int, int, int, int, int]] = []
+
+    def intra(self, src: int, dst: int) -> None:
+        self._intra.append((src, dst))
+
+    def inter(self, src: int, dst: int, src_node: int, src_nic: int, dst_node: int, dst_nic: int, label: int) -> None:
+        """A hop between nodes (`src`, `dst`: the GPUs it joins in a ring; -1 where none, as in a tree)."""
+        self._inter.append((src, dst, src_node, src_nic, dst_node, dst_nic, label))
+
+    @property
+    def src(self) -> np.ndarray:
+        return np.array([h[0] for h in self._intra] + [h[0] for h in self._inter], dtype=np.int64)
+
+    @property
+    def dst(self) -> np.ndarray:
+        return np.array([h[1] for h in self._intra] + [h[1] for h in self._inter], dtype=np.int64)
+
+    def paths(self, topo: Topology, keep: np.ndarray | None = None) -> PathSet:
+        """The hops' paths (those `keep` selects, in `src`/`dst` order) as one PathSet."""
+        intra = np.array(self._intra, dtype=np.int64).reshape(-1, 2)
+        inter = np.array(self._inter, dtype=np.int64).reshape(-1, 7)
+        if keep is not None:
+            intra, inter = intra[keep[:len(intra)]], inter[keep[len(intra):]]
+        local = topo.gpu_paths(intra[:, 0], intra[:, 1])
+        if not len(inter):
+            return local
+        net = topo.nic_paths(inter[:, 2], inter[:, 3], inter[:, 4], inter[:, 5], inter[:, 6])
+        return PathSet(np.concatenate([local.link_ids, net.link_ids]), local.intra_latency_ns,
+                       net.inter_latency_ns, True, local.paths + net.paths)

@@ -61,6 +61,7 @@ global recomputation); each flow's remaining bytes are brought up to date lazily
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 from typing import Union
@@ -69,7 +70,7 @@ import numpy as np
 
 from phantora.models.interference import NO_SHARING, GpuSharing
 from phantora.models.network.flows import FlowShape, max_min_rates
-from phantora.models.network.nccl import NcclModel, Op, TransferPlan, transfer_ns
+from phantora.models.network.nccl import NcclModel, Op, TransferPlan
 from phantora.models.network.topology import Topology
 
 Key = Union[int, str, tuple["Key", ...]]
@@ -121,6 +122,30 @@ def _order_key(key: Key) -> tuple:
     if isinstance(key, tuple):
         return (2, tuple(_order_key(k) for k in key))
     raise TypeError(f"request key must be an int, a str or a tuple of those, got {type(key).__name__}")
+
+
+@dataclass(slots=True)
+class SimulatorCounters:
+    """How much work the simulation took: event instants, coflows, and the most in flight at once."""
+
+    instants: int = 0
+    """Instants processed (each may start and finish many flows)."""
+    flows: int = 0
+    """Coflows started."""
+    peak_flows: int = 0
+    """Most coflows in flight at once."""
+    subflows_in_flight: int = 0
+    peak_subflows: int = 0
+    """Most point-to-point transfers (ring edges, pairs) in flight at once, over all coflows."""
+
+    def flow_started(self, in_flight: int, subflows: int) -> None:
+        self.flows += 1
+        self.peak_flows = max(self.peak_flows, in_flight)
+        self.subflows_in_flight += subflows
+        self.peak_subflows = max(self.peak_subflows, self.subflows_in_flight)
+
+    def flow_finished(self, subflows: int) -> None:
+        self.subflows_in_flight -= subflows
 
 
 @dataclass(slots=True)
@@ -179,6 +204,7 @@ class NetworkSimulator:
         self._in_flight: dict[tuple[int, tuple], _Request] = {}
         self._done: list[tuple[int, tuple, Completion]] = []
         self._next_fid = 0
+        self._counters = SimulatorCounters()
 
     # --- submitting -------------------------------------------------------------------------------
     @property
@@ -289,6 +315,10 @@ class NetworkSimulator:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    def counters(self) -> "SimulatorCounters":
+        """What the simulator has done so far (a copy): for benchmarks and reports, never for results."""
+        return dataclasses.replace(self._counters)
+
     # --- internals --------------------------------------------------------------------------------
     def _push_timer(self, t: int, kind: int, r: _Request) -> None:
         heapq.heappush(self._timers, (t, kind, r.req.start_ns, r.order, r))
@@ -307,6 +337,7 @@ class NetworkSimulator:
         """Everything that happens at time t, in canonical order."""
         assert t >= self._last_event_ns
         self._last_event_ns = t
+        self._counters.instants += 1
         changed_links: list[np.ndarray] = []
         # 1. Flows whose data is all sent.
         finished: list[_Flow] = []
@@ -318,6 +349,7 @@ class NetworkSimulator:
                 finished.append(f)
         for f in sorted(finished, key=lambda f: f.fid):
             del self._flows[f.fid]
+            self._counters.flow_finished(f.request.plan.subflows)
             for link in f.shape.link_ids.tolist():
                 users = self._link_users[link]
                 users.discard(f.fid)
@@ -348,6 +380,7 @@ class NetworkSimulator:
             f = _Flow(self._next_fid, r, plan.shape, plan.rate_cap_bytes_per_s, plan.bytes_per_subflow,
                       0.0, t, t, 0)
             self._next_fid += 1
+            self._counters.flow_started(len(self._flows) + 1, plan.subflows)
             self._flows[f.fid] = f
             for link in f.shape.link_ids.tolist():
                 self._link_users.setdefault(link, set()).add(f.fid)
@@ -383,38 +416,53 @@ class NetworkSimulator:
         return 1.0
 
     def _affected_flows(self, seed_links: np.ndarray) -> list[_Flow]:
-        seen_links = set()
-        seen_flows: set[int] = set()
-        stack = [int(l) for l in seed_links.tolist()]
-        while stack:
-            link = stack.pop()
-            if link in seen_links:
-                continue
-            seen_links.add(link)
-            for fid in self._link_users.get(link, ()):
-                if fid not in seen_flows:
-                    seen_flows.add(fid)
-                    stack.extend(self._flows[fid].shape.link_ids.tolist())
-        return [self._flows[fid] for fid in sorted(seen_flows)]
+        """The flows connected to `seed_links` through shared links, transitively, in flow-id order: a
+        breadth-first search whose per-link work is a C-level set union and whose per-flow work is one numpy
+        mask of the flow's links (a flow's links can number thousands in a 1024-GPU ring)."""
+        link_users = self._link_users
+        seen_links = np.zeros(self._capacities.size, dtype=bool)
+        frontier = seed_links
+        seen_links[frontier] = True
+        found: set[int] = set()
+        while frontier.size:
+            users = [link_users[link] for link in frontier.tolist() if link in link_users]
+            new = set().union(*users) - found if users else set()
+            if not new:
+                break
+            found |= new
+            links = np.concatenate([self._flows[fid].shape.link_ids for fid in new])
+            frontier = np.unique(links[~seen_links[links]])
+            seen_links[frontier] = True
+        return [self._flows[fid] for fid in sorted(found)]
 
     def _reallocate(self, t: int, seed_links: np.ndarray) -> None:
+        """New rates at `t` for the flows connected to `seed_links`. The arithmetic is elementwise numpy on the
+        same float64 operations, in the same order, as one flow at a time would do (bit-identical): remaining
+        bytes brought up to `t`, then the finish time rounded up as `transfer_ns` does."""
         flows = self._affected_flows(seed_links)
         if not flows:
             return
-        for f in flows:
-            if f.updated_ns != t:
-                f.remaining_bytes -= f.rate_bytes_per_s * (t - f.updated_ns) / 1e9
-                f.updated_ns = t
-        caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=len(flows))
+        n = len(flows)
+        updated = np.fromiter((f.updated_ns for f in flows), dtype=np.int64, count=n)
+        old_rate = np.fromiter((f.rate_bytes_per_s for f in flows), dtype=np.float64, count=n)
+        remaining = np.fromiter((f.remaining_bytes for f in flows), dtype=np.float64, count=n)
+        remaining = np.where(updated != t, remaining - old_rate * (t - updated) / 1e9, remaining)
+        caps = np.fromiter((f.cap_bytes_per_s for f in flows), dtype=np.float64, count=n)
         rates = max_min_rates(self._capacities, [f.shape for f in flows], caps)
-        slowed = self._slows_beside_compute
-        for f, rate in zip(flows, rates.tolist()):
-            if slowed:
-                rate *= self._busy_factor(f, t)
+        if self._slows_beside_compute:
+            rates = rates * np.fromiter((self._busy_factor(f, t) for f in flows), dtype=np.float64, count=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            data_ns = np.where(remaining > 0, np.ceil(remaining * 1e9 / rates), 0.0)
+        finish = t + np.maximum(data_ns, 1.0).astype(np.int64)
+        heap = self._flow_heap
+        for f, left, rate, end in zip(flows, remaining.tolist(), rates.tolist(), finish.tolist()):
+            f.remaining_bytes = left
+            f.updated_ns = t
             f.rate_bytes_per_s = rate
-            f.finish_ns = t + max(1, transfer_ns(f.remaining_bytes, rate))
-            f.version += 1
-            heapq.heappush(self._flow_heap, (f.finish_ns, f.fid, f.version))
+            if end != f.finish_ns or f.version == 0:  # else its heap entry still holds: no stale entry to pop later
+                f.finish_ns = end
+                f.version += 1
+                heapq.heappush(heap, (end, f.fid, f.version))
 
     def _clone(self) -> "NetworkSimulator":
         other = NetworkSimulator.__new__(NetworkSimulator)
@@ -437,4 +485,5 @@ class NetworkSimulator:
         other._in_flight = dict(self._in_flight)
         other._done = list(self._done)
         other._next_fid = self._next_fid
+        other._counters = dataclasses.replace(self._counters)
         return other

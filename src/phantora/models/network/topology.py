@@ -12,6 +12,9 @@ goes to that group's leaf k, otherwise all NICs of the group share one leaf. `si
 NIC on one leaf (no spines). An inter-node path crosses the spine only when the two NICs sit on
 different leaves; which spine is ECMP's choice, a pure hash of (source NIC, destination NIC, flow label):
 the same transfer always takes the same spine, whatever else was simulated before (no global counters).
+
+`gpu_path`/`nic_path` give one path; `gpu_paths`/`nic_paths` the same paths for arrays of endpoints at once
+(`PathSet`: a 1024-GPU all_to_all has a million), with numpy doing per path what the scalar forms do.
 """
 
 from __future__ import annotations
@@ -53,6 +56,32 @@ class Path:
     link_ids: tuple[int, ...]
     latency_ns: int
     inter_node: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PathSet:
+    """Many paths at once: every link each crosses (flattened, a link repeated once per path crossing it) and
+    the longest one-way latency among the intra- and the inter-node ones."""
+
+    link_ids: np.ndarray
+    intra_latency_ns: int
+    inter_latency_ns: int
+    inter_node: bool
+    paths: int
+
+
+def _ecmp_hash_array(*values: np.ndarray) -> np.ndarray:
+    """`ecmp_hash` of arrays, elementwise, in wrapping uint64 arithmetic: the same bits as the scalar form."""
+    shape = np.broadcast(*values).shape
+    h = np.full(shape, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    golden, m1, m2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    for v in values:
+        h ^= np.asarray(v, dtype=np.int64).astype(np.uint64)
+        h += golden
+        h = (h ^ (h >> np.uint64(30))) * m1
+        h = (h ^ (h >> np.uint64(27))) * m2
+        h ^= h >> np.uint64(31)
+    return h
 
 
 class Topology:
@@ -111,6 +140,13 @@ class Topology:
             up_cap = nics_on_leaf[leaf] * nic_bw / fab.oversubscription / self.num_spines
             self._spine_down.append([add(LINK_SPINE_DOWN, up_cap, f"spine{s}.down{leaf}") for s in range(self.num_spines)])
 
+        self._nvl_tx_ids = np.asarray(self._nvl_tx, dtype=np.int64)
+        self._nvl_rx_ids = np.asarray(self._nvl_rx, dtype=np.int64)
+        self._nic_tx_ids = np.asarray(self._nic_tx, dtype=np.int64)
+        self._nic_rx_ids = np.asarray(self._nic_rx, dtype=np.int64)
+        self._leaf_up_ids = np.asarray(self._leaf_up, dtype=np.int64).reshape(len(self._leaf_up), self.num_spines)
+        self._spine_down_ids = np.asarray(self._spine_down, dtype=np.int64).reshape(len(self._spine_down),
+                                                                                     self.num_spines)
         self.link_kinds = np.asarray(kinds, dtype=np.int8)
         self.capacities_bytes_per_s = np.asarray(caps, dtype=np.float64)
         self.link_names = tuple(names)
@@ -173,3 +209,51 @@ class Topology:
         links.append(self._nic_rx[dst_node * k_n + dst_nic])
         latency = 2 * self._nic_latency_ns + switches * self._switch_latency_ns
         return Path(tuple(links), latency, True)
+
+    # --- many paths at once -------------------------------------------------------------------------
+    def gpu_paths(self, src: np.ndarray, dst: np.ndarray) -> PathSet:
+        """`gpu_path(src[i], dst[i])` for every i (label 0), as one `PathSet`."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if src.size and not (0 <= min(src.min(), dst.min()) and max(src.max(), dst.max()) < self.num_gpus):
+            raise ValueError(f"a GPU outside the cluster's {self.num_gpus} GPUs")
+        if np.any(src == dst):
+            raise ValueError("no path from a GPU to itself")
+        sn, dn = src // self.gpus_per_node, dst // self.gpus_per_node
+        intra = sn == dn
+        links = [self._nvl_tx_ids[src[intra]], self._nvl_rx_ids[dst[intra]]]
+        inter = ~intra
+        if not inter.any():
+            return PathSet(np.concatenate(links), self._nvl_latency_ns if intra.any() else 0, 0, False, src.size)
+        if self.nics_per_node == 0:
+            raise ValueError("this cluster has no NICs (single node, nics_per_node = 0)")
+        k_n, gpn = self.nics_per_node, self.gpus_per_node
+        nics = self.nic_paths(sn[inter], src[inter] % gpn * k_n // gpn, dn[inter], dst[inter] % gpn * k_n // gpn, 0)
+        return PathSet(np.concatenate(links + [nics.link_ids]), self._nvl_latency_ns if intra.any() else 0,
+                       nics.inter_latency_ns, True, src.size)
+
+    def nic_paths(self, src_node: np.ndarray, src_nic: np.ndarray, dst_node: np.ndarray, dst_nic: np.ndarray,
+                  label: np.ndarray | int) -> PathSet:
+        """`nic_path(...)` for every element of the arrays, as one `PathSet`."""
+        sn, sk, dn, dk = (np.asarray(a, dtype=np.int64) for a in (src_node, src_nic, dst_node, dst_nic))
+        if np.any(sn == dn):
+            raise ValueError("nic_path is for inter-node transfers")
+        k_n = self.nics_per_node
+        for node, nic in ((sn, sk), (dn, dk)):
+            if node.size and not (0 <= node.min() and node.max() < self.num_nodes and 0 <= nic.min()
+                                  and nic.max() < k_n):
+                raise ValueError("a NIC outside the cluster")
+        src_id, dst_id = sn * k_n + sk, dn * k_n + dk
+        links = [self._nic_tx_ids[src_id], self._nic_rx_ids[dst_id]]
+        group_s, group_d = sn // self._nodes_per_leaf, dn // self._nodes_per_leaf
+        sl, dl = (group_s * k_n + sk, group_d * k_n + dk) if self._rails else (group_s, group_d)
+        cross = sl != dl
+        if cross.any():
+            labels = np.broadcast_to(np.asarray(label, dtype=np.int64), sn.shape)[cross]
+            hashes = _ecmp_hash_array(src_id[cross], dst_id[cross], labels)
+            spine = (hashes % np.uint64(self.num_spines)).astype(np.int64)
+            spines = self.num_spines  # flat indices: one gather each instead of a 2-D fancy index
+            links += [self._leaf_up_ids.ravel()[sl[cross] * spines + spine],
+                      self._spine_down_ids.ravel()[dl[cross] * spines + spine]]
+        switches = 3 if cross.any() else 1
+        return PathSet(np.concatenate(links), 0, 2 * self._nic_latency_ns + switches * self._switch_latency_ns,
+                       bool(sn.size), sn.size)

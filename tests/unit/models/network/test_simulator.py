@@ -252,3 +252,16 @@ def test_compute_must_be_reported_at_the_safe_time():
         net.mark_compute(0, MS // 2, 2 * MS)
     with pytest.raises(ValueError):
         busy_simulator(0.5)
+
+
+def test_counters_count_instants_coflows_and_the_flows_in_flight():
+    from phantora.models.network import CollectiveRequest, NetworkSimulator, Topology
+    from phantora.specs.cluster import cluster_from_flags
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h100", nodes=2, gpus_per_node=8)))
+    net.submit(CollectiveRequest("all_gather", tuple(range(16)), 64 << 20, 0, "ag"))  # 8 rings of 16 edges
+    net.submit(CollectiveRequest("all_to_all", tuple(range(8)), 64 << 20, 0, "a2a"))  # 56 pairs
+    net.run_until_idle()
+    counters = net.counters()
+    assert counters.flows == counters.peak_flows == 2
+    assert counters.peak_subflows == 8 * 16 + 56 and counters.subflows_in_flight == 0
+    assert counters.instants >= 3

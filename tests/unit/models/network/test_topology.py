@@ -1,5 +1,6 @@
 """Cluster description, validation, links and paths."""
 
+import numpy as np
 import pytest
 
 from phantora.models.network import FabricConfig, Topology
@@ -47,12 +48,12 @@ def test_toml_file(tmp_path):
 
 @pytest.mark.parametrize("data, msg", [
     ({"nodes": 2}, "missing required key 'gpu'"),
-    ({"gpu": "h200", "nic": {"bandwidth": 1}}, r"unknown key\(s\) \['bandwidth'\] in \[nic\]"),
+    ({"gpu": "h200", "nic": {"bandwidth": 1}}, r"\[nic\]: unknown key\(s\) \['bandwidth'\]"),
     ({"gpu": "h200", "bogus_key": 3}, r"unknown key\(s\) \['bogus_key'\]; allowed: gpu, nodes"),
     ({"gpu": "h200", "compute": {"x": 1}}, r"unknown key\(s\) \['compute'\]"),
     ({"gpu": "h200", "fabric": {"kind": "torus"}}, "fabric kind must be"),
-    ({"gpu": "h200", "fabric": {"oversubscription": 0}}, "oversubscription must be a positive"),
-    ({"gpu": "h200", "nvlink": {"bandwidth_gbytes_per_s": -1}}, "nvlink bandwidth must be a positive"),
+    ({"gpu": "h200", "fabric": {"oversubscription": 0}}, r"\[fabric\] oversubscription = 0: must be > 0"),
+    ({"gpu": "h200", "nvlink": {"bandwidth_gbytes_per_s": -1}}, r"\[nvlink\] bandwidth_gbytes_per_s = -1: must be > 0"),
     ({"gpu": "h200", "nccl": {"protocols": ["LL", "Fast"]}}, "unknown NCCL protocol 'Fast'"),
     ({"gpu": "h200", "nic": 3}, r"\[nic\] must be a table"),
 ])
@@ -125,3 +126,28 @@ def test_bad_endpoints():
         t.gpu_path(0, 5)
     with pytest.raises(ValueError, match="itself"):
         t.gpu_path(1, 1)
+
+
+@pytest.mark.parametrize("fabric", [
+    {"nodes_per_leaf": 2, "spines": 3, "rail_optimized": False, "oversubscription": 2.0, "switch_latency_us": 0.3},
+    {"nodes_per_leaf": 2, "spines": 4, "switch_latency_us": 0.2},
+    {"kind": "single_switch"},
+])
+def test_many_paths_at_once_are_the_scalar_paths(fabric):
+    t = Topology(cluster_from_toml_dict({"gpu": "h100", "nodes": 5, "fabric": fabric, "nic": {"latency_us": 1.5},
+                                         "nvlink": {"latency_us": 0.1}}))
+    pairs = [(s, d) for s in range(t.num_gpus) for d in range(t.num_gpus) if s != d]
+    batch = t.gpu_paths(np.array([s for s, _ in pairs]), np.array([d for _, d in pairs]))
+    scalar = [t.gpu_path(s, d) for s, d in pairs]
+    assert sorted(batch.link_ids.tolist()) == sorted(link for p in scalar for link in p.link_ids)
+    assert batch.inter_latency_ns == max(p.latency_ns for p in scalar if p.inter_node)
+    assert batch.intra_latency_ns == max(p.latency_ns for p in scalar if not p.inter_node)
+    assert batch.paths == len(pairs)
+    nodes = [(a, b) for a in range(5) for b in range(5) if a != b]
+    for label in (0, 7):
+        nics = t.nic_paths(np.array([a for a, _ in nodes for _ in range(8)]),
+                           np.array([k for _ in nodes for k in range(8)]),
+                           np.array([b for _, b in nodes for _ in range(8)]),
+                           np.array([7 - k for _ in nodes for k in range(8)]), label)
+        expected = [link for a, b in nodes for k in range(8) for link in t.nic_path(a, k, b, 7 - k, label).link_ids]
+        assert sorted(nics.link_ids.tolist()) == sorted(expected)
