@@ -1,11 +1,15 @@
-"""Scale benchmark (issue 3): simulator wall time per simulated step and peak host memory vs ranks.
+"""Scale benchmark: simulator wall time per simulated step and peak host memory vs simulated GPUs.
 
     python -m benchmarks.simulator.scale                              # FSDP2 Llama, 2, 8 and 32 ranks
     python -m benchmarks.simulator.scale --ranks 2,8 --parallel ddp --steps 8 --name ddp
     python -m benchmarks.simulator.scale --diff-steps 4               # also cross-check the per-step time
+    python -m benchmarks.simulator.scale --model llama3-8b --gpu h100 --host-contention none \
+        --ranks 8,64,256,1024 --steps 5 --name llama3_8b_h100        # representative ranks, up to 1024 GPUs
 
-Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu h200` at each rank count
-(up to 8: one node of N; above: N/8 nodes of 8), one run at a time, and measures from outside:
+Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu GPU` at each rank count
+(up to 8: one node of N; above: N/8 nodes of 8), one run at a time, and measures from outside. A job
+of several nodes runs representative ranks (`--simulate auto`, phantora's `--ranks auto`; the
+`processes` column says how many); `--simulate all` runs every rank:
 
 - **Wall time per simulated step**: rank 0 prints `step k ... time X ms` after each step's
   `torch.cuda.synchronize()`, whose reply needs every rank's part of the step's collectives, so the
@@ -262,11 +266,11 @@ def layout(ranks: int) -> tuple[int, int]:
     return ranks // GPUS_PER_NODE, GPUS_PER_NODE
 
 
-def torchrun_command(ranks: int, workload: Workload, out: str, steps: int, trace: bool) -> list[str]:
+def torchrun_command(ranks: int, workload: Workload, out: str, steps: int, args: argparse.Namespace) -> list[str]:
     nnodes, nproc = layout(ranks)
-    return [*PHANTORA, "torchrun", "--gpu", "h200", "--out", out, "--no-progress",
-            *([] if trace else ["--no-trace"]), "--nnodes", str(nnodes), "--nproc-per-node", str(nproc),
-            str(WORKLOAD), *workload.args(steps)]
+    return [*PHANTORA, "torchrun", "--gpu", args.gpu, "--out", out, "--no-progress", "--ranks", args.simulate,
+            "--host-contention", args.host_contention, *([] if args.trace else ["--no-trace"]),
+            "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), str(WORKLOAD), *workload.args(steps)]
 
 
 def run_once(command: list[str], *, hz: float, pss_interval_s: float, log: Path) -> dict:
@@ -298,6 +302,12 @@ def run_once(command: list[str], *, hz: float, pss_interval_s: float, log: Path)
             "sampler_cpu_s": sampler_cpu_s}
 
 
+MODELS = {
+    "llama3-8b": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336, vocab=128256, seq=8192, batch=1),
+}
+"""Shapes of published models (Llama 3 8B: Meta's model card; sequence 8192 as TorchTitan trains it)."""
+
+
 def _cpu_at(timeline: list[tuple], t: float) -> tuple[float, float]:
     """(ranks CPU s, launcher CPU s) at the last sample no later than t."""
     best = timeline[0]
@@ -310,7 +320,7 @@ def _cpu_at(timeline: list[tuple], t: float) -> tuple[float, float]:
 
 def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: Path) -> dict:
     out = scratch / f"out{ranks}"
-    command = torchrun_command(ranks, workload, str(out), workload.steps, args.trace)
+    command = torchrun_command(ranks, workload, str(out), workload.steps, args)
     print(f"-- {ranks} ranks: {' '.join(command[2:])}", flush=True)
     run = run_once(command, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}.log")
     steps, stats = run["steps"], run["stats"]
@@ -327,6 +337,7 @@ def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: P
     summary = json.loads((out / "summary.json").read_text())
     row = {
         "ranks": ranks,
+        "processes": summary.get("representative_ranks", ranks),
         "nnodes": layout(ranks)[0],
         "nproc_per_node": layout(ranks)[1],
         "command": command[2:],
@@ -368,7 +379,7 @@ def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: P
     row["others_load"] = row["others_cpu_s"] / row["wall_s"]  # cores busy with other work, on average
     if args.diff_steps:
         longer = workload.steps + args.diff_steps
-        command2 = torchrun_command(ranks, workload, str(out), longer, args.trace)
+        command2 = torchrun_command(ranks, workload, str(out), longer, args)
         print(f"   cross-check: {longer} steps", flush=True)
         run2 = run_once(command2, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}b.log")
         row["diff_steps"] = args.diff_steps
@@ -408,14 +419,14 @@ def machine() -> dict:
 
 def print_table(rows: list[dict], base: dict | None) -> None:
     g = lambda b: b / GIB  # noqa: E731
-    head = (f"{'ranks':>5} {'wall s':>7} {'startup s':>9} {'s/step':>7} {'finish s':>8} {'CPU s/step':>10} "
+    head = (f"{'ranks':>5} {'procs':>5} {'wall s':>7} {'startup s':>9} {'s/step':>7} {'finish s':>8} {'CPU s/step':>10} "
             f"{'(coord)':>7} {'sim ms/step':>11} {'records':>9} {'RSS sum':>8} {'footprint':>9} {'PSS sum':>8} "
             f"{'max rank':>8} {'launcher':>8} {'other load':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
         rec = r["coordinator_records"]
-        print(f"{r['ranks']:>5} {r['wall_s']:>7.1f} {r['to_first_step_s']:>9.1f} {r['wall_per_step_s']:>7.2f} "
+        print(f"{r['ranks']:>5} {r.get('processes', r['ranks']):>5} {r['wall_s']:>7.1f} {r['to_first_step_s']:>9.1f} {r['wall_per_step_s']:>7.2f} "
               f"{r['finish_s']:>8.1f} {r['ranks_cpu_per_step_s'] + r['launcher_cpu_per_step_s']:>10.2f} "
               f"{r['launcher_cpu_per_step_s']:>7.2f} {r['simulated_step_ms']:>11.2f} "
               f"{rec if rec is not None else '-':>9} {g(r['peak_rss_sum_bytes']):>8.2f} "
@@ -473,6 +484,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="2,8,32", help="comma-separated rank counts (default 2,8,32)")
     p.add_argument("--parallel", choices=["fsdp", "ddp"], default="fsdp")
+    p.add_argument("--model", choices=sorted(MODELS), help="a model's shape (overrides --dim ... --seq)")
+    p.add_argument("--gpu", default="h200", help="the simulated GPU (default h200)")
+    p.add_argument("--simulate", choices=["auto", "all"], default="auto",
+                   help="phantora's --ranks: representative ranks where the program allows (auto), or every rank")
+    p.add_argument("--host-contention", default="h200-vm", help="phantora's --host-contention (default h200-vm)")
     p.add_argument("--steps", type=int, default=6, help=f"training steps per run (> {WARMUP_STEPS + 1})")
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--n-layers", type=int, default=8)
@@ -501,9 +517,9 @@ def main() -> int:
         return 0
     if args.steps <= WARMUP_STEPS + 1:
         p.error(f"--steps must be more than {WARMUP_STEPS + 1}")
-    workload = Workload(parallel=args.parallel, steps=args.steps, dim=args.dim, n_layers=args.n_layers,
-                        n_heads=args.n_heads, n_kv_heads=args.n_kv_heads, ffn_dim=args.ffn_dim, vocab=args.vocab,
-                        seq=args.seq, batch=args.batch)
+    shape = dict(dim=args.dim, n_layers=args.n_layers, n_heads=args.n_heads, n_kv_heads=args.n_kv_heads,
+                 ffn_dim=args.ffn_dim, vocab=args.vocab, seq=args.seq, batch=args.batch)
+    workload = Workload(parallel=args.parallel, steps=args.steps, **{**shape, **MODELS.get(args.model, {})})
     rank_counts = [int(r) for r in args.ranks.split(",")]
     for r in rank_counts:
         layout(r)
@@ -515,6 +531,7 @@ def main() -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": "scale", "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "machine": info, "workload": {"script": str(WORKLOAD.relative_to(REPO)), **asdict(workload)},
+           "gpu": args.gpu, "simulate": args.simulate, "host_contention": args.host_contention,
            "warmup_steps": WARMUP_STEPS, "trace": args.trace, "hz": args.hz, "pss_interval_s": args.pss_interval,
            "baseline": base, "runs": rows}
     json_path = args.out_dir / f"{args.name}.json"
