@@ -33,7 +33,7 @@ class CountingSink:
     """Takes batches and answers syncs at once, doing no simulation: isolates the transport's cost."""
 
     world_size = 1
-    processes = 1
+    representatives = (0,)
     safe_ns = 0
 
     def __init__(self) -> None:

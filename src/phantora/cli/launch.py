@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, TextIO
@@ -49,7 +49,8 @@ from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
-from phantora.protocol.symmetry import BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, aligned_periods
+from phantora.protocol.symmetry import (BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, UsedGroup,
+                                        best_symmetry)
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import DeviceProfile
 from phantora.transport.client import TOKEN_ENV_VAR
@@ -262,17 +263,17 @@ class LaunchConfig:
         return Path(self.rank_config.out_dir)
 
     def first_symmetry(self) -> RankSymmetry:
-        """Where the launch starts: every rank, or (`--ranks auto`, several nodes) the smallest aligned period,
-        refined each time a rank builds a group it does not admit."""
-        world = self.world_size
+        """Where the launch starts: every rank, or (`--ranks auto`, several nodes) every rank folded onto rank 0,
+        refined each time a rank uses a group that folding does not admit."""
         if self.ranks == "all" or self.nnodes == 1 or self.workers is None:
-            return RankSymmetry.everyone(world)
-        return RankSymmetry(world, self.aligned_periods()[0])
+            return RankSymmetry.everyone(self.world_size)
+        return RankSymmetry.folded(self.world_size)
 
-    def aligned_periods(self) -> tuple[int, ...]:
+    def symmetry_for(self, groups: list[UsedGroup]) -> RankSymmetry:
+        """The folding for the groups the ranks reported (protocol/symmetry.py `best_symmetry`)."""
         c = self.cluster
         per_leaf = c.num_gpus if c.fabric.kind == "single_switch" else c.gpus_per_node * c.fabric.nodes_per_leaf
-        return aligned_periods(self.world_size, c.gpus_per_node, per_leaf)
+        return best_symmetry(self.world_size, groups, gpus_per_node=c.gpus_per_node, gpus_per_leaf=per_leaf)
 
 
 RANKS_CHOICES = ("auto", "all")
@@ -340,14 +341,16 @@ class _SignalCatcher:
 # --- the launcher ----------------------------------------------------------------------------------
 class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO,
-                 symmetry: RankSymmetry) -> None:
+                 symmetry: RankSymmetry, used_groups: list[UsedGroup]) -> None:
         self.config = config
         self.world_size = config.world_size
         self.symmetry = symmetry
-        self.processes = symmetry.period
+        self.used_groups = used_groups
+        """The groups ranks reported so far, in this run and the ones it started again from."""
+        self.processes = symmetry.processes
         sharing = config.profile.sharing.value  # how compute and NCCL kernels slow each other (models/interference.py)
         network = NetworkSimulator(Topology(config.cluster), sharing=sharing,
-                                   gpu_period=symmetry.period if symmetry.mirrored else 0)
+                                   compute_of=symmetry.representative if symmetry.mirrored else None)
         power = config.profile.power.value if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
                                        sharing=sharing, power=power, symmetry=symmetry)
@@ -369,7 +372,7 @@ class _Launcher:
     def run(self) -> int:
         cfg = self.config
         try:
-            _clear_stale_outputs(cfg.out_dir, self.processes)
+            _clear_stale_outputs(cfg.out_dir, self.symmetry.representatives)
         except OSError as error:
             raise LaunchError(f"cannot use the output folder {cfg.out_dir}: {error.strerror or error}") from None
         _raise_open_file_limit(3 * self.processes + 64)  # a socket and two pipes per rank
@@ -407,7 +410,7 @@ class _Launcher:
             from torch.distributed import TCPStore  # only here: the launcher otherwise needs no torch
 
             self._store = TCPStore("127.0.0.1", self.master_port, is_master=True, wait_for_workers=False)
-        for rank in range(self.processes):
+        for rank in self.symmetry.representatives:
             local_rank = rank % cfg.nproc_per_node
             argv = [*cfg.rank_entry, *cfg.program.argv(local_rank)]
             try:
@@ -429,7 +432,7 @@ class _Launcher:
     def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
         mirrored = self.symmetry.mirrored
         rank_config = replace(self.config.rank_config, rank=rank, world_size=self.world_size,
-                              coordinator=self.server.address, representatives=self.processes if mirrored else 0)
+                              coordinator=self.server.address, folded_axes=self.symmetry.to_json())
         env = rank_environment(self.config, rank, local_rank, rank_config=rank_config, token=self.server.token,
                                master_port=self.master_port)
         if mirrored:
@@ -464,26 +467,36 @@ class _Launcher:
                 self._maybe_progress()
 
     def _refined_symmetry(self) -> RankSymmetry | None:
-        """The symmetry that admits every group the ranks that stopped for it built (Note [Representative
-        ranks] in protocol/symmetry.py), once one has."""
-        stopped = [r for r in self.exit_order if r.exit_code == BROKEN_SYMMETRY_EXIT_CODE]
-        refined = self.symmetry
-        for r in stopped:
-            path = self.config.out_dir / f"rank{r.rank}" / BROKEN_SYMMETRY_FILE
+        """Once a rank stopped for a group the folding does not admit (Note [Representative ranks] in
+        protocol/symmetry.py): the folding that admits every group reported so far."""
+        reported = False
+        for r in self.exit_order:
+            if r.exit_code != BROKEN_SYMMETRY_EXIT_CODE:
+                continue
             try:
-                broken = json.loads(path.read_text())
+                groups = json.loads((self.config.out_dir / f"rank{r.rank}" / BROKEN_SYMMETRY_FILE).read_text())
             except (OSError, ValueError):
                 continue  # exited with that code without the file: a failure like any other
-            refined = refined.refined(tuple(broken["group"]), point_to_point=broken["point_to_point"],
-                                      aligned=self.config.aligned_periods())
-            if not broken["backend"].endswith("nccl"):  # a real backend's group: all its members must run
-                refined = refined.refined(tuple(broken["group"]), point_to_point=True,
-                                          aligned=self.config.aligned_periods())
-            self.pump.say(f"phantora: rank {r.rank} builds the group {_ranks_text(broken['group'])} "
-                          f"({broken['backend']}{', a transfer' if broken['point_to_point'] else ''}), which "
-                          f"{self.processes} representative rank(s) cannot stand for; starting again with "
-                          f"{refined.period} of {self.world_size}")
-        return refined if refined != self.symmetry else None
+            for g in groups:
+                used = UsedGroup(tuple(g["ranks"]), g["whole"])
+                if used not in self.used_groups:
+                    self.used_groups.append(used)
+            reported = True
+        if not reported:
+            return None
+        refined = self.config.symmetry_for(self.used_groups)
+        if refined == self.symmetry:  # cannot be (it does not admit a reported group), but never loop
+            refined = RankSymmetry.everyone(self.world_size)
+        broken = next((g for g in self.used_groups if not self.symmetry.admits(g.ranks, whole=g.whole)),
+                      self.used_groups[-1])
+        self.pump.say(f"phantora: the program uses the group {_ranks_text(list(broken.ranks))}"
+                      f"{' (a transfer or a gloo group: every member runs)' if broken.whole else ''}, which "
+                      f"{self.processes} representative rank(s) cannot stand for; starting again with "
+                      f"{refined.processes} of {self.world_size}")
+        return refined
+
+    def _rank(self, rank: int) -> _Rank:
+        return next(r for r in self.ranks if r.rank == rank)
 
     def _reap(self) -> None:
         for r in self.ranks:
@@ -506,7 +519,7 @@ class _Launcher:
             return self._deadlock_cause(failure)
         if failure.kind != "disconnect" or failure.rank is None:
             return _coordinator_fault(failure)
-        culprit = self.ranks[failure.rank]
+        culprit = self._rank(failure.rank)
         if culprit.exit_code is None and not self._grace_over():
             return None
         return _Culprit(culprit, note=failure.message)
@@ -518,7 +531,7 @@ class _Launcher:
         failed = next((r for r in self.exit_order if r.rank in finished and r.exit_code != 0), None)
         if failed is not None:
             return _Culprit(failed, note="its peers were left waiting for it (the coordinator found a deadlock)")
-        if any(self.ranks[r].exit_code is None for r in finished) and not self._grace_over():
+        if any(self._rank(r).exit_code is None for r in finished) and not self._grace_over():
             return None
         return _coordinator_fault(failure)
 
@@ -568,7 +581,8 @@ class _Launcher:
         own = resource.getrusage(resource.RUSAGE_SELF)
         summary = build_summary(
             coordinator=self.coordinator, gpu=cfg.profile.spec, cluster=cfg.cluster, borrowed=cfg.profile.borrowed(),
-            world_size=self.world_size, representatives=self.processes, out_dir=cfg.out_dir, exit_code=exit_code,
+            world_size=self.world_size, representatives=self.symmetry.representatives, out_dir=cfg.out_dir,
+            exit_code=exit_code,
             complete=self.server.finished and exit_code == 0,
             wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
             launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
@@ -576,7 +590,7 @@ class _Launcher:
             host_time=cfg.rank_config.host_time, host_time_scale=cfg.rank_config.host_time_scale,
             host_contention=cfg.rank_config.host_contention)
         write_reports(summary, self.coordinator, cfg.out_dir, trace=cfg.rank_config.trace)
-        merge_rank_ops(cfg.out_dir, self.processes, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
+        merge_rank_ops(cfg.out_dir, self.symmetry.representatives, gpu=cfg.rank_config.gpu)  # <out>/ops.jsonl for `phantora profile`
         print_summary(summary, file=self.pump.console_err)
         if root is not None and cfg.workers is not None:
             others = self._other_failures(root, outcome.cutoff_s)
@@ -694,11 +708,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _clear_stale_outputs(out_dir: Path, world_size: int) -> None:
+def _clear_stale_outputs(out_dir: Path, ranks: Sequence[int]) -> None:
     """Remove what an earlier run left in the output folder, so it never mixes into this run's reports; make
     each rank's folder, where torch's @record writes a failing program's traceback (TORCHELASTIC_ERROR_FILE)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for rank in range(world_size):
+    for rank in ranks:
         (out_dir / f"rank{rank}").mkdir(exist_ok=True)
     for name in ("summary.json", "trace.json", "report.png", "timeline.png", OPS_FILE):
         (out_dir / name).unlink(missing_ok=True)
@@ -718,9 +732,9 @@ def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_e
     """Simulate the job; returns the exit code (0, 1 like torchrun's ChildFailedError, the program's
     own code for `phantora run`, 128+N on signal N). Reports are written in every case. With representative
     ranks, a run that finds a group its period does not admit starts again at a refined period."""
-    symmetry = config.first_symmetry()
+    symmetry, used_groups = config.first_symmetry(), []
     while True:
-        launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry)
+        launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups)
         code = launcher.run()
         if launcher.refined is None:
             return code

@@ -41,9 +41,9 @@ class RankConfig:
     """Look measured kernel times up before the analytic model."""
     rank: int = 0
     world_size: int = 1
-    representatives: int = 0
-    """How many ranks run a process (ranks 0..representatives-1), each standing in for the ranks equal to it
-    modulo that number (protocol/symmetry.py Note [Representative ranks]); 0: every rank runs."""
+    folded_axes: tuple[tuple[int, int], ...] = ()
+    """The mesh axes (stride, size) folded onto representative ranks (protocol/symmetry.py Note
+    [Representative ranks]); empty: every rank runs its own process."""
     coordinator: str = ""
     """host:port of the launcher's coordinator server, which places this rank's GPU work."""
     trace: bool = True
@@ -82,6 +82,7 @@ class RankConfig:
             raise ValueError(f"--host-time-scale {error}") from None
         object.__setattr__(self, "host_time_scale", scale)
         object.__setattr__(self, "kernel_databases", tuple(self.kernel_databases))  # a list after JSON
+        object.__setattr__(self, "folded_axes", tuple(tuple(a) for a in self.folded_axes))
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

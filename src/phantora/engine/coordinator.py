@@ -335,15 +335,16 @@ class Coordinator:
         self.symmetry = symmetry if symmetry is not None else RankSymmetry.everyone(world_size)
         if self.symmetry.world_size != world_size:
             raise ValueError(f"the rank symmetry is for {self.symmetry.world_size} ranks, not {world_size}")
-        if self.symmetry.mirrored and getattr(network, "gpu_period", 0) != self.symmetry.period:
-            raise ValueError("with representative ranks the network must know the period of the GPUs' compute: "
-                             f"NetworkSimulator(..., gpu_period={self.symmetry.period})")
-        self.processes = self.symmetry.period
-        """Ranks that send records: the representatives (Note [Representative ranks]); every rank without mirrors."""
+        if self.symmetry.mirrored and getattr(network, "compute_of", None) != self.symmetry.representative:
+            raise ValueError("with representative ranks the network must know whose compute each GPU's is: "
+                             "NetworkSimulator(..., compute_of=symmetry.representative)")
+        self.representatives = self.symmetry.representatives
+        """The ranks that send records (Note [Representative ranks]); every rank without mirrors."""
+        self.processes = len(self.representatives)
         self.network = network
         self.launch_latency_ns = launch_latency_ns
         """Time from a launch call on the host to the earliest moment the work can start on its stream."""
-        self._ranks = [_Rank(r) for r in range(self.processes)]
+        self._ranks = {r: _Rank(r) for r in self.representatives}
         self._images: set[MatchKey] = set()
         """Network keys of the copies of local groups' operations on the mirrors, in flight."""
         self._rendezvous: dict[MatchKey, _Rendezvous] = {}
@@ -365,7 +366,7 @@ class Coordinator:
                              f"NetworkSimulator(..., sharing=...)")
         if power is not None and not self._shared:
             raise ValueError("a power cap needs a sharing model: kernels must be placed in time order (Note [Power cap])")
-        self._power = [GpuPower(power) for _ in range(self.processes)] if power is not None else None
+        self._power = {r: GpuPower(power) for r in self.representatives} if power is not None else None
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
@@ -373,9 +374,9 @@ class Coordinator:
     # --- the loop -------------------------------------------------------------------------------
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]:
         """Take one batch of `rank`'s records (program order); return every reply now final, of any rank."""
-        if not 0 <= rank < self.processes:
-            raise ProtocolError(f"rank {rank} is outside the {self.processes} ranks that run")
-        rk = self._ranks[rank]
+        rk = self._ranks.get(rank)
+        if rk is None:
+            raise ProtocolError(f"rank {rank} is not one of the {self.processes} ranks that run")
         for record in records:
             self._accept(rk, record)
         self._settle()
@@ -532,13 +533,13 @@ class Coordinator:
         # Note [Uneven all-to-alls]: with split sizes (a mixture-of-experts layer's token exchange),
         # each member of an all-to-all sends its own amount. The network is given the largest: the
         # member with the most to move is the last to finish, and NCCL's call ends for all together.
-        if not self.symmetry.admits(group, point_to_point=net_op == "send_recv"):
-            raise ProtocolError(f"{where}: the group breaks the symmetry of representative ranks every "
-                                f"{self.symmetry.period} ranks; the rank should have stopped when it built it")
+        if not self.symmetry.admits(group, whole=net_op == "send_recv"):
+            raise ProtocolError(f"{where}: the group does not fit the representative ranks' folding "
+                                f"{self.symmetry.axes}; the rank should have stopped before using it")
         key: MatchKey = (rec.tag, group, rec.seq)
         rv = self._rendezvous.get(key)
         if rv is None:
-            members = tuple(g for g in group if g < self.processes)
+            members = tuple(g for g in group if g in self._ranks)
             rv = self._rendezvous[key] = _Rendezvous(key, net_op, rec.size_bytes, root, members)
         else:
             if rv.result is not None or rk.rank in rv.ops:
@@ -642,9 +643,9 @@ class Coordinator:
         rv.start_ns = start_ns
         self._in_network[rv.key] = rv
         self._submit(rv.net_op, group, rv.size_bytes, start_ns, rv.key, rv.root)
-        for copy, image in enumerate(self.symmetry.images(group), start=1):  # Note [Representative ranks]
+        for image in self.symmetry.images(group):  # Note [Representative ranks]
             key = (tag, image, seq)
-            root = None if rv.root is None else self.symmetry.shifted((rv.root,), copy)[0]
+            root = None if rv.root is None else image[group.index(rv.root)]
             self._images.add(key)
             self._submit(rv.net_op, image, rv.size_bytes, start_ns, key, root)
 
@@ -746,7 +747,7 @@ class Coordinator:
     def _active_bound(self) -> int | None:
         """The least host clock among active ranks (None if no rank is active)."""
         if self._bound_dirty:
-            self._bound = min((rk.host_ns for rk in self._ranks if rk.state in _CLOCKED), default=None)
+            self._bound = min((rk.host_ns for rk in self._ranks.values() if rk.state in _CLOCKED), default=None)
             self._bound_dirty = False
             assert self._bound is None or self._bound >= self.network.now_ns, (self._bound, self.network.now_ns)
         return self._bound
@@ -755,8 +756,8 @@ class Coordinator:
         """With no rank active and the network idle, anything still waiting waits forever."""
         if self._active_bound() is not None or self.network.next_event_ns() is not None or self._waiting_kernels:
             return
-        blocked = [rk for rk in self._ranks if rk.state == _BLOCKED]
-        if blocked or self._open_rendezvous() or any(s.queue for rk in self._ranks for s in rk.streams.values()):
+        blocked = [rk for rk in self._ranks.values() if rk.state == _BLOCKED]
+        if blocked or self._open_rendezvous() or any(s.queue for rk in self._ranks.values() for s in rk.streams.values()):
             raise DeadlockError("phantora: the simulated program cannot progress (on a real cluster it would hang):\n"
                                 + self.describe_pending())
 
@@ -769,8 +770,8 @@ class Coordinator:
     @property
     def done(self) -> bool:
         """Every rank has finished and all its work is placed."""
-        return (all(rk.state == _FINISHED for rk in self._ranks) and not self._open_rendezvous()
-                and not any(s.queue for rk in self._ranks for s in rk.streams.values()))
+        return (all(rk.state == _FINISHED for rk in self._ranks.values()) and not self._open_rendezvous()
+                and not any(s.queue for rk in self._ranks.values() for s in rk.streams.values()))
 
     def host_ns(self, rank: int) -> int:
         """The rank's host clock: the host time of its last record (or its last reply)."""
@@ -828,7 +829,7 @@ class Coordinator:
             if waiting:
                 line += f"; queued behind earlier work on rank(s) {', '.join(map(str, waiting))}"
             lines.append(line)
-        for rk in self._ranks:
+        for rk in self._ranks.values():
             if rk.state == _BLOCKED:
                 req = rk.sync
                 what = {"device": "the device", "stream": f"stream {req.stream_id}",

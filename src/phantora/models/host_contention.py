@@ -101,14 +101,13 @@ class HostSpeed:
     __slots__ = ("_ranks", "_factors", "_uniform", "_dwell_ns", "_interval", "_factor")
 
     def __init__(self, contention: HostContention, rank: int, world_size: int, measured: HostContention, *,
-                 period: int | None = None) -> None:
-        """`period`: with representative ranks, the rank runs for every rank equal to it modulo `period`
-        (protocol/symmetry.py) and its host is the slowest of theirs in each interval: a collective across
-        them waits for that one."""
+                 stands_for: tuple[int, ...] = ()) -> None:
+        """`stands_for`: with representative ranks, the ranks this one runs for (protocol/symmetry.py); its
+        host is the slowest of theirs in each interval: a collective across them waits for that one."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside a world of {world_size}")
         mean = measured.mean_factor()
-        self._ranks = tuple(range(rank, world_size, period or world_size))
+        self._ranks = stands_for or (rank,)
         self._factors = [f / mean for f in contention.place_factors(world_size)]
         self._uniform = self._factors[0] == self._factors[-1]
         self._dwell_ns = round(contention.dwell_s * 1e9)

@@ -176,12 +176,12 @@ def ops_files_in(path: str | Path) -> list[Path]:
     return [path]
 
 
-def merge_rank_ops(out_dir: str | Path, world_size: int, *, gpu: str) -> Path | None:
+def merge_rank_ops(out_dir: str | Path, ranks: Iterable[int], *, gpu: str) -> Path | None:
     """The launcher's step: `<out>/rank<N>/ops.jsonl` of every rank -> `<out>/ops.jsonl`; None if no rank
     wrote one. A rank file that cannot be read is skipped (its rank crashed while writing)."""
     out_dir = Path(out_dir)
     files = []
-    for rank in range(world_size):
+    for rank in ranks:
         p = out_dir / f"rank{rank}" / OPS_FILE
         if p.is_file():
             try:

@@ -30,8 +30,8 @@ class CoordinatorState(Protocol):
     """The queries of engine.coordinator.Coordinator the reports use."""
 
     world_size: int
-    processes: int
-    """Ranks 0..processes-1 have timelines: every rank, or the representatives (protocol/symmetry.py)."""
+    representatives: tuple[int, ...]
+    """The ranks that have timelines: every rank, or the representatives (protocol/symmetry.py)."""
 
     def spans(self, rank: int, stream_id: int | None = None) -> list[Span]: ...
 

@@ -104,20 +104,21 @@ def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, o
     """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked or the
     program asleep (a line)."""
     plt = _pyplot()
-    world = summary.get("representative_ranks", summary["world_size"])
+    ranks = list(coordinator.representatives)
+    world = len(ranks)
     shown = min(world, _MAX_TIMELINE_RANKS)
     sim_ns = max(int(summary["simulated_time_s"] * 1e9), 1)
     gap_ns = sim_ns // _TIMELINE_RESOLUTION
     fig, ax = plt.subplots(figsize=(11, 1.6 + 0.45 * shown))
-    for rank in range(shown):
+    for i, rank in enumerate(ranks[:shown]):
         t = rank_timeline(coordinator, rank, gap_ns=gap_ns)
-        y = shown - 1 - rank
+        y = shown - 1 - i
         ax.broken_barh(_ms(t.compute), (y + 0.5, 0.4), color=_COLORS["compute"])
         ax.broken_barh(_ms(t.communication), (y + 0.08, 0.4), color=_COLORS["overlapped"])
         ax.broken_barh(_ms(t.exposed_communication), (y + 0.08, 0.4), color=_COLORS["exposed"])
         ax.broken_barh(_ms(t.host_blocked), (y + 0.0, 0.06), color=_COLORS["blocked"])
         ax.broken_barh(_ms(t.sleeps), (y + 0.0, 0.06), color=_COLORS["sleep"])
-    ax.set_yticks([shown - 1 - r + 0.5 for r in range(shown)], [f"rank {r}" for r in range(shown)])
+    ax.set_yticks([shown - 1 - i + 0.5 for i in range(shown)], [f"rank {r}" for r in ranks[:shown]])
     ax.set_ylim(0, shown)
     ax.set_xlim(0, sim_ns / 1e6)
     ax.set_xlabel("simulated time (ms)")

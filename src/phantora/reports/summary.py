@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from phantora.models.gpu import GpuSpec
 from phantora.models.host_contention import DEFAULT_HOST_CONTENTION
@@ -43,11 +43,11 @@ class ProcessUsage:
     cpu_s: float
 
 
-def load_rank_results(out_dir: Path, world_size: int) -> tuple[dict[int, dict[str, Any]], list[str]]:
+def load_rank_results(out_dir: Path, ranks: Iterable[int]) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Each rank's result.json that exists and parses, and a warning for each one that does not parse."""
     results: dict[int, dict[str, Any]] = {}
     problems: list[str] = []
-    for rank in range(world_size):
+    for rank in ranks:
         path = out_dir / f"rank{rank}" / "result.json"
         if not path.is_file():
             continue
@@ -105,7 +105,7 @@ def _mean(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: ClusterNetworkConfig, world_size: int,
-                  out_dir: Path, representatives: int | None = None, exit_code: int, complete: bool, wall_s: float,
+                  out_dir: Path, representatives: Sequence[int] | None = None, exit_code: int, complete: bool, wall_s: float,
                   processes: list[ProcessUsage],
                   launcher_peak_rss_bytes: int, launcher_cpu_s: float = 0.0, records: int = 0,
                   error: str | None = None, host_time: str = "model",
@@ -113,13 +113,13 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
                   borrowed: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Combine the coordinator's state with what the ranks wrote; works for partial runs. `borrowed`: the parts
     of the GPU's profile taken from another GPU (`DeviceProfile.borrowed()`), part -> that GPU.
-    `representatives`: the ranks that ran (0..representatives-1), each standing for the ranks equal to it
-    modulo that number (protocol/symmetry.py); totals (FLOPs, kernels, NCCL calls) count every rank."""
-    ran = representatives or world_size
-    copies = world_size // ran
+    `representatives`: the ranks that ran, each standing for as many (protocol/symmetry.py); default every
+    rank. Totals (FLOPs, kernels, NCCL calls, kernel time) count every rank."""
+    ran = list(representatives if representatives is not None else range(world_size))
+    copies = world_size // len(ran)
     results, problems = load_rank_results(out_dir, ran)
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
-                  for r in range(ran)]
+                  for r in ran]
     sim_ns = max((b.end_ns for b in breakdowns), default=0)
     asleep_ns = length(asleep_intervals(coordinator, [b.end_ns for b in breakdowns], sim_ns))
     awake_ns = sim_ns - asleep_ns
@@ -138,7 +138,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "borrowed": dict(sorted((borrowed or {}).items())),
         "variant": _variant(gpu),
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
-        "world_size": world_size, "representative_ranks": ran, "exit_code": exit_code, "complete": complete,
+        "world_size": world_size, "representative_ranks": len(ran), "exit_code": exit_code, "complete": complete,
         "ranks_reported": len(results),
         "simulated_time_s": sim_s,
         "asleep_s": asleep_ns / NS_PER_S,
@@ -189,9 +189,9 @@ def _host_time(mode: str, scale: float, contention: str, reported: list[dict[str
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
 
 
-def _power_cap(coordinator: CoordinatorState, world_size: int) -> dict[str, Any] | None:
+def _power_cap(coordinator: CoordinatorState, ranks: Sequence[int]) -> dict[str, Any] | None:
     """The GPUs' power limit and how much it slowed their tensor-core kernels (mean over ranks); None if off."""
-    gpus = [p for p in (coordinator.power(r) for r in range(world_size)) if p is not None]
+    gpus = [p for p in (coordinator.power(r) for r in ranks) if p is not None]
     if not gpus:
         return None
     clocked = sum(p.clocked_ns for p in gpus) / len(gpus)
@@ -225,9 +225,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows += _variant_rows(s.get("variant"))
     ran = s.get("representative_ranks", world)
     if ran < world:
-        who = "rank 0 ran" if ran == 1 else f"ranks 0..{ran - 1} ran"
-        rows.append(("representative ranks", f"{who}; every other rank did what the rank equal to it modulo {ran} "
-                                             "did (--ranks all: every rank)"))
+        rows.append(("representative ranks", f"{ran} of {world} ranks ran; each other rank did what its "
+                                             "representative did (--ranks all: every rank)"))
     rows.append(("simulated time", f"{s['simulated_time_s']:.4f} s"))
     if s.get("asleep_s"):
         rows.append(("program sleep", f"{s['asleep_s']:.4f} s of it every rank slept (time.sleep) or had ended: not "

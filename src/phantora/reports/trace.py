@@ -96,7 +96,7 @@ def rank_events(state: CoordinatorState, rank: int) -> Iterator[dict]:
 
 
 def trace_events(state: CoordinatorState) -> Iterator[dict]:
-    for rank in range(state.processes):
+    for rank in state.representatives:
         yield from rank_events(state, rank)
 
 

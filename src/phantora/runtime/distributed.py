@@ -35,7 +35,7 @@ import torch.distributed.distributed_c10d as c10d
 from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.protocol.records import CoalescedRecord, CollectiveRecord
-from phantora.protocol.symmetry import BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry
+from phantora.protocol.symmetry import BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, UsedGroup
 from phantora.runtime import collective_values
 from phantora.runtime.dispatch import KernelRecorder
 from phantora.runtime.session import Session
@@ -55,6 +55,9 @@ _session: Session | None = None
 
 _symmetry = RankSymmetry.everyone(1)
 """Which ranks run and which they stand for (protocol/symmetry.py Note [Representative ranks]); set by `install`."""
+
+_used_groups: list[UsedGroup] = []
+"""Every group this rank built and every transfer it made: what the launcher chooses a folding from."""
 
 _world_store: tuple[dist.Store, int] | None = None
 """The first group's store (the default group's, the same on every rank) and the group's size: kept until the
@@ -219,7 +222,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             _world_store = (store, size)
         self.options = options or _Options()
         self.global_ranks = tuple(self.options.global_ranks_in_group or range(size))
-        check_symmetry(self.global_ranks)
+        self._fits_symmetry = note_group(self.global_ranks)
         self._tag = self.options.group_name
         self._seq = 0
         self._p2p_seq: dict[tuple[int, int], int] = {}
@@ -323,9 +326,11 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             session.warn_once("cpu-collective", f"a collective ({op}) on CPU tensors of an NCCL group is "
                                                 "timed as an NCCL call and its values are not exchanged")
         if peers is None:
+            if not self._fits_symmetry:
+                stop_for_symmetry()
             group, seq, tag = self.global_ranks, self._next_seq(), self._tag
         else:  # own tag: a (src, dst) pair could equal a two-rank group's member list
-            check_symmetry(peers, point_to_point=True)
+            note_group(peers, whole=True, stop=True)
             group, seq, tag = peers, self._p2p_seq.get(peers, 0), self._tag + ":p2p"
             self._p2p_seq[peers] = seq + 1
         if values is not None:
@@ -514,7 +519,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
     def send_objects(self, obj: Any, peer: int) -> int:
         """Publish `obj` for group rank `peer`'s next `recv_objects` from us; returns its pickled size."""
         me = self.rank()
-        check_symmetry((self._global(me), self._global(peer)), point_to_point=True)
+        note_group((self._global(me), self._global(peer)), whole=True, stop=True)
         n = self._p2p_objects.get((me, peer), 0)
         self._p2p_objects[(me, peer)] = n + 1
         data = pickle.dumps(obj)
@@ -526,7 +531,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         c10d receives the object's size first and reads it on the host; so do we, and only then read
         the store, where the sender put the object before it sent the size."""
         me = self.rank()
-        check_symmetry((self._global(peer), self._global(me)), point_to_point=True)
+        note_group((self._global(peer), self._global(me)), whole=True, stop=True)
         n = self._p2p_objects.get((peer, me), 0)
         self._p2p_objects[(peer, me)] = n + 1
         _object_p2p_part(self, peer, 8, send=False)
@@ -564,7 +569,7 @@ def wait_for_every_rank_to_end() -> None:
     if _world_store is None:
         return
     store, _ = _world_store
-    if store.add("phantora/ended", 1) == _symmetry.period:  # the processes: the world, or its representatives
+    if store.add("phantora/ended", 1) == _symmetry.processes:  # the world, or its representatives
         store.set("phantora/all-ended", b"1")
     try:
         store.wait(["phantora/all-ended"])
@@ -572,19 +577,27 @@ def wait_for_every_rank_to_end() -> None:
         pass  # the store's host ended first: no rank is left to read from it
 
 
-def check_symmetry(group: tuple[int, ...], *, point_to_point: bool = False, backend: str = "nccl") -> None:
-    """Stop the rank, for the launcher to start the job again at a refined period, when the program builds a
-    group (or makes a transfer) its period of representative ranks does not admit. A group of a real backend
-    (gloo) exchanges real data with every member: all of them must run."""
+def note_group(group: tuple[int, ...], *, whole: bool = False, stop: bool = False) -> bool:
+    """Remember a group this rank built (or a transfer, or a real backend's group: `whole`, all its members
+    must run); whether the folding admits it. `stop`: stop at once if not (Note [Representative ranks])."""
     if not _symmetry.mirrored:
-        return
-    simulated = all(part.rsplit(":", 1)[-1] == "nccl" for part in backend.split(","))
-    if _symmetry.admits(group, point_to_point=point_to_point) if simulated else _symmetry.is_local(group):
-        return
-    record = {"group": list(group), "point_to_point": point_to_point, "backend": backend}
-    path = _session.config.rank_dir / BROKEN_SYMMETRY_FILE
-    path.write_text(json.dumps(record))
-    os._exit(BROKEN_SYMMETRY_EXIT_CODE)  # not an exception: the program must not catch it
+        return True
+    used = UsedGroup(tuple(group), whole)
+    if used not in _used_groups:
+        _used_groups.append(used)
+    fits = _symmetry.admits(used.ranks, whole=whole)
+    if not fits and stop:
+        stop_for_symmetry()
+    return fits
+
+
+def stop_for_symmetry() -> None:
+    """The program uses a group the folding does not admit: write every group this rank built and exit, for
+    the launcher to start the job again with a folding that admits them. Not an exception: the program must
+    not catch it. A group that is built but never used costs no restart."""
+    record = [{"ranks": list(g.ranks), "whole": g.whole} for g in _used_groups]
+    (_session.config.rank_dir / BROKEN_SYMMETRY_FILE).write_text(json.dumps(record))
+    os._exit(BROKEN_SYMMETRY_EXIT_CODE)
 
 
 def _checked_group_creation(create):
@@ -594,10 +607,13 @@ def _checked_group_creation(create):
     def create_checked(*args, **kwargs):
         bound = signature.bind(*args, **kwargs).arguments
         ranks, backend = tuple(bound.get("global_ranks_in_group") or ()), str(bound.get("backend", ""))
-        if ranks and c10d.GroupMember.WORLD is not None and c10d.get_rank() in ranks:
-            check_symmetry(ranks, backend=backend)
-        elif not ranks and "gloo" in backend:  # the default group, over the whole world
-            check_symmetry(tuple(range(_symmetry.world_size)), backend=backend)
+        real = any(part.rsplit(":", 1)[-1] != "nccl" for part in backend.split(","))
+        if not ranks:  # the default group: the whole world
+            ranks = tuple(range(_symmetry.world_size))
+        elif c10d.GroupMember.WORLD is None or c10d.get_rank() not in ranks:
+            return create(*args, **kwargs)
+        if real:  # gloo and other real backends exchange real data with every member, now
+            note_group(ranks, whole=True, stop=True)
         return create(*args, **kwargs)
 
     return create_checked
@@ -756,7 +772,7 @@ def install(session: Session, recorder: KernelRecorder) -> None:
     global _session, _symmetry
     _session = session
     config = session.config
-    _symmetry = RankSymmetry(config.world_size, config.representatives or config.world_size)
+    _symmetry = RankSymmetry.from_json(config.world_size, config.folded_axes)
     if _symmetry.mirrored:
         c10d._new_process_group_helper = _checked_group_creation(c10d._new_process_group_helper)
     recorder.unwaited = unwaited

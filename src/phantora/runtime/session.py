@@ -25,6 +25,7 @@ from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
 from phantora.profiler.database import combined_database
 from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
+from phantora.protocol.symmetry import RankSymmetry
 from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.runtime.memory_samples import MemorySamples
 from phantora.specs import profile_for
@@ -88,7 +89,7 @@ class Session:
         self.host = host or host_model_for(config.host_time, self.profile.host.value, config.host_time_scale)
         measured = self.profile.host_contention.value
         self.host_speed = HostSpeed(contention_for(config.host_contention, measured), config.rank, config.world_size,
-                                    measured, period=config.representatives or None)
+                                    measured, stands_for=RankSymmetry.from_json(config.world_size, config.folded_axes).mirrors(config.rank))
         """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)

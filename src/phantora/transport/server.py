@@ -48,8 +48,8 @@ class RecordSink(Protocol):
     """What the server drives: `engine.coordinator.Coordinator` (or anything with its submit/queries)."""
 
     world_size: int
-    processes: int
-    """The ranks that send records: ranks 0..processes-1 (every rank, or the representatives)."""
+    representatives: tuple[int, ...]
+    """The ranks that send records: every rank, or the representatives (protocol/symmetry.py)."""
 
     def submit(self, rank: int, records: list[Record]) -> list[tuple[int, SyncReply]]: ...
 
@@ -104,8 +104,10 @@ class CoordinatorServer:
 
     def __init__(self, coordinator: RecordSink, processes: int, *, host: str = "127.0.0.1",
                  token: str | None = None) -> None:
-        if processes != coordinator.processes:
-            raise ValueError(f"{processes} rank processes differ from the coordinator's {coordinator.processes}")
+        if processes != len(coordinator.representatives):
+            raise ValueError(f"{processes} rank processes differ from the coordinator's "
+                             f"{len(coordinator.representatives)}")
+        self._expected = frozenset(coordinator.representatives)
         self.coordinator = coordinator
         """The engine; read it only after `wait()` returned True (this server's thread owns it until then)."""
         self.processes = processes
@@ -249,8 +251,8 @@ class CoordinatorServer:
             self._fail("protocol", f"rank {hello.rank} speaks wire protocol {hello.version}, the launcher "
                        f"{PROTOCOL_VERSION}: mixed Phantora installations", hello.rank)
             return
-        if not isinstance(hello.rank, int) or not 0 <= hello.rank < self.processes:
-            self._fail("protocol", f"a rank process says it is rank {hello.rank!r}, outside the "
+        if not isinstance(hello.rank, int) or hello.rank not in self._expected:
+            self._fail("protocol", f"a rank process says it is rank {hello.rank!r}, not one of the "
                        f"{self.processes} ranks that run")
             return
         if hello.rank in self._by_rank:
@@ -326,7 +328,7 @@ class CoordinatorServer:
                 self._read_available(conn)
                 if not self._running:
                     return
-        if rank not in self._by_rank and self._running and 0 <= rank < self.processes:
+        if rank not in self._by_rank and self._running and rank in self._expected:
             self._fail("disconnect", f"rank {rank} exited without connecting to the coordinator", rank)
 
     def _read_available(self, conn: _Conn) -> None:

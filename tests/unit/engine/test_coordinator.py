@@ -24,7 +24,7 @@ from phantora.models.network import (
     Topology,
 )
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
-from phantora.protocol.symmetry import RankSymmetry
+from phantora.protocol.symmetry import Axis, RankSymmetry
 from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import (
     CoalescedRecord,
@@ -468,10 +468,10 @@ def simulate(programs: list[list], n: int, seed: int | None, gpus_per_node: int 
     processes = period or n
     favourite = rng.randrange(processes)  # some interleavings let one rank run far ahead of the others
     bias = rng.choice([0.0, 0.8])
+    symmetry = RankSymmetry(n, (Axis(period, n // period),)) if period else None
     net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)),
-                           sharing=sharing, gpu_period=period or 0)
-    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing,
-                    symmetry=RankSymmetry(n, period) if period else None)
+                           sharing=sharing, compute_of=symmetry.representative if symmetry else None)
+    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing, symmetry=symmetry)
     n = processes
     ranks = [ScriptedRank(r, programs[r]) for r in range(n)]
     while not all(r.finished for r in ranks):
@@ -512,9 +512,13 @@ def test_identical_results_for_any_interleaving_with_compute_beside_nccl(program
 
 
 # --- representative ranks (protocol/symmetry.py Note [Representative ranks]) ----------------------
-def make_symmetric_programs(seed: int, n: int, period: int) -> list[list]:
-    """One random program, run by every rank on its own groups: the world, its `period`-rank block (a
-    tensor-parallel group) and the ranks equal to it modulo `period` (its data-parallel group)."""
+def axis_group(rank: int, axis: Axis) -> tuple[int, ...]:
+    """The members of `rank`'s group along a mesh axis."""
+    return tuple(axis.shift(rank, k - axis.coordinate(rank)) for k in range(axis.size))
+
+
+def make_symmetric_programs(seed: int, n: int, mesh: dict[str, Axis]) -> list[list]:
+    """One random program, run by every rank on its own groups: the world and its group along each mesh axis."""
     rng = random.Random(seed)
     steps: list[tuple] = []
     for _ in range(60):
@@ -524,17 +528,12 @@ def make_symmetric_programs(seed: int, n: int, period: int) -> list[list]:
         elif roll < 0.55:
             steps.append(("sync", rng.randrange(0, 3000), rng.choice(["device", "stream"]), rng.randrange(3)))
         else:
-            steps.append(("collective", rng.randrange(0, 2000), rng.randrange(3), rng.choice(["world", "block", "dp"]),
+            steps.append(("collective", rng.randrange(0, 2000), rng.randrange(3), rng.choice(["world", *mesh]),
                           rng.choice(OPS), rng.choice([4096, MiB, 16 * MiB, 64 * MiB])))
-
-    def groups(r: int) -> dict[str, tuple[int, ...]]:
-        block = r - r % period
-        return {"world": tuple(range(n)), "block": tuple(range(block, block + period)),
-                "dp": tuple(range(r % period, n, period))}
-
     programs = []
     for r in range(n):
-        mine, seqs, prog = groups(r), {}, []
+        mine = {"world": tuple(range(n)), **{name: axis_group(r, axis) for name, axis in mesh.items()}}
+        seqs, prog = {}, []
         for i, step in enumerate(steps):
             if step[0] == "kernel":
                 _, cost, stream, dur = step
@@ -545,7 +544,7 @@ def make_symmetric_programs(seed: int, n: int, period: int) -> list[list]:
             else:
                 _, cost, stream, which, op, size = step
                 group = mine[which]
-                tag = which if which == "world" else f"{which}{group[0]}"
+                tag = f"{which}{min(group)}"
                 seqs[tag] = seq = seqs.get(tag, -1) + 1
                 root = group[0] if op in ("broadcast", "reduce") else None
                 prog.append((cost, lambda h, s=stream, g=group, q=seq, op=op, size=size, root=root, tag=tag:
@@ -555,25 +554,58 @@ def make_symmetric_programs(seed: int, n: int, period: int) -> list[list]:
     return programs
 
 
-@pytest.mark.parametrize("seed,n,period,gpus_per_node", [(7, 16, 8, 4), (8, 32, 8, 4), (9, 8, 2, 4), (10, 16, 4, 2)])
-def test_representative_ranks_give_the_answer_of_every_rank(seed, n, period, gpus_per_node):
+def simulate_folded(programs: list[list], n: int, gpus_per_node: int, symmetry: RankSymmetry | None,
+                    sharing: GpuSharing, seed: int | None = None):
+    """`simulate` of the representatives only (every rank without a symmetry), by rank."""
+    rng = random.Random(seed)
+    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=n // gpus_per_node, gpus_per_node=gpus_per_node)),
+                           sharing=sharing, compute_of=symmetry.representative if symmetry else None)
+    c = Coordinator(n, net, launch_latency_ns=1_000, sharing=sharing, symmetry=symmetry)
+    ranks = {r: ScriptedRank(r, programs[r]) for r in c.representatives}
+    while not all(r.finished for r in ranks.values()):
+        ready = [r for r in ranks.values() if not r.waiting and not r.finished]
+        assert ready, "every rank waits, yet the coordinator released nothing"
+        rk = ready[0] if seed is None else rng.choice(ready)
+        for rank, reply in c.submit(rk.rank, rk.next_batch(10**9 if seed is None else rng.choice([1, 2, 5]))):
+            ranks[rank].deliver(reply)
+    assert c.done
+    return ({r: ranks[r].replies for r in ranks}, {r: c.spans(r) for r in ranks}, c.collectives(),
+            {r: c.host_ns(r) for r in ranks})
+
+
+MESHES = {  # name: (world, GPUs per node, mesh axes, folded axes)
+    "tp x dp, dp folded": (16, 4, {"tp": Axis(1, 8), "dp": Axis(8, 2)}, ("dp",)),
+    "tp x dp on 4 nodes": (32, 4, {"tp": Axis(1, 8), "dp": Axis(8, 4)}, ("dp",)),
+    "tp x dp in one node, both folded": (16, 16, {"tp": Axis(1, 2), "dp": Axis(2, 8)}, ("tp", "dp")),
+    "pp x dp x tp, dp folded": (16, 2, {"tp": Axis(1, 2), "dp": Axis(2, 4), "pp": Axis(8, 2)}, ("dp",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESHES))
+def test_representative_ranks_give_the_answer_of_every_rank(name):
     """With the mirrors' copies of local groups on the network and their compute taken from their
     representatives', the representatives' replies, spans and collectives are those of every rank's run."""
+    n, gpus_per_node, mesh, folded = MESHES[name]
     sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
-    programs = make_symmetric_programs(seed, n, period)
-    replies, spans, colls, hosts = simulate(programs, n, None, gpus_per_node, sharing=sharing)
-    m_replies, m_spans, m_colls, m_hosts = simulate(programs, n, None, gpus_per_node, sharing=sharing, period=period)
-    assert m_replies == replies[:period] and m_hosts == hosts[:period]
-    assert m_spans == spans[:period]
-    assert m_colls == [c for c in colls if any(g < period for g in c.group)]
-    assert len(colls) > len(m_colls) > 10  # the other blocks' groups were simulated, as copies
-    for seed_ in range(3):  # and any interleaving of the representatives gives it too
-        assert simulate(programs, n, seed_, gpus_per_node, sharing=sharing, period=period)[:2] == (m_replies, m_spans)
+    programs = make_symmetric_programs(sum(map(ord, name)), n, mesh)
+    symmetry = RankSymmetry(n, tuple(mesh[a] for a in folded))
+    replies, spans, colls, hosts = simulate_folded(programs, n, gpus_per_node, None, sharing)
+    m_replies, m_spans, m_colls, m_hosts = simulate_folded(programs, n, gpus_per_node, symmetry, sharing)
+    reps = symmetry.representatives
+    assert len(reps) == n // symmetry.copies < n
+    assert m_replies == {r: replies[r] for r in reps} and m_hosts == {r: hosts[r] for r in reps}
+    assert m_spans == {r: spans[r] for r in reps}
+    assert m_colls == [c for c in colls if any(symmetry.is_representative(g) for g in c.group)]
+    assert len(colls) > len(m_colls) > 10  # the mirrors' own groups were simulated, as copies
+    for seed in range(2):  # and any interleaving of the representatives gives it too
+        assert simulate_folded(programs, n, gpus_per_node, symmetry, sharing, seed)[:2] == (m_replies, m_spans)
 
 
 def test_a_local_group_is_copied_onto_the_mirrors_and_an_invariant_group_waits_for_its_representatives_only():
+    symmetry = RankSymmetry(8, (Axis(2, 4),))
+
     class Recording(FixedNetwork):
-        gpu_period = 2
+        compute_of = symmetry.representative
 
         def __init__(self) -> None:
             super().__init__()
@@ -584,7 +616,7 @@ def test_a_local_group_is_copied_onto_the_mirrors_and_an_invariant_group_waits_f
             super().submit(req)
 
     net = Recording()
-    c = Coordinator(8, net, symmetry=RankSymmetry(8, 2))
+    c = Coordinator(8, net, symmetry=symmetry)
     c.submit(1, [AR(0, 0, (0, 1), 0, 1000), AR(0, 0, (1, 3, 5, 7), 0, 500, tag="dp1"), SYNC(1, 0)])
     replies = c.submit(0, [AR(0, 100, (0, 1), 0, 1000), AR(0, 100, (0, 2, 4, 6), 0, 500, tag="dp0"), SYNC(1, 100)])
     assert net.groups[:4] == [(0, 1), (2, 3), (4, 5), (6, 7)]  # the block's copies start with it
@@ -595,16 +627,21 @@ def test_a_local_group_is_copied_onto_the_mirrors_and_an_invariant_group_waits_f
 
 
 def test_a_group_that_breaks_the_symmetry_or_a_transfer_to_a_mirror_is_refused():
-    net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=8)), gpu_period=2)
-    c = Coordinator(8, net, symmetry=RankSymmetry(8, 2))
-    with pytest.raises(ProtocolError, match="breaks the symmetry"):
-        c.submit(0, [AR(0, 0, (0, 1, 2), 0, 1000)])
-    c = Coordinator(8, NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=8)),
-                                        gpu_period=2), symmetry=RankSymmetry(8, 2))
-    with pytest.raises(ProtocolError, match="breaks the symmetry"):
-        c.submit(0, [SEND(0, 0, 0, 2, 0, 1000)])
-    with pytest.raises(ValueError, match="gpu_period"):
-        Coordinator(8, FixedNetwork(), symmetry=RankSymmetry(8, 2))
+    symmetry = RankSymmetry(8, (Axis(2, 4),))
+
+    def coordinator() -> Coordinator:
+        net = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=8)),
+                               compute_of=symmetry.representative)
+        return Coordinator(8, net, symmetry=symmetry)
+
+    with pytest.raises(ProtocolError, match="does not fit"):
+        coordinator().submit(0, [AR(0, 0, (0, 1, 2), 0, 1000)])
+    with pytest.raises(ProtocolError, match="does not fit"):
+        coordinator().submit(0, [SEND(0, 0, 0, 2, 0, 1000)])
+    with pytest.raises(ProtocolError, match="not one of the 2 ranks that run"):
+        coordinator().submit(2, [K(0, 0, 10)])
+    with pytest.raises(ValueError, match="compute_of"):
+        Coordinator(8, FixedNetwork(), symmetry=symmetry)
 
 
 # --- compute beside NCCL (Note [Compute beside NCCL]) ---------------------------------------------

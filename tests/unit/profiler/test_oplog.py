@@ -40,7 +40,7 @@ def test_ops_files_merge_and_reject_foreign_files(tmp_path):
         (tmp_path / f"rank{rank}").mkdir()
         write_ops(tmp_path / f"rank{rank}" / "ops.jsonl", log.records(), gpu="h200", rank=rank)
     assert [p.parent.name for p in ops_files_in(tmp_path)] == ["rank0", "rank1"]
-    merged_path = merge_rank_ops(tmp_path, 2, gpu="h200")
+    merged_path = merge_rank_ops(tmp_path, range(2), gpu="h200")
     assert ops_files_in(tmp_path) == [merged_path]
     merged = read_ops(merged_path)
     assert merged.records[signature(MM)]["calls"] == 2 and len(merged.records) == 2

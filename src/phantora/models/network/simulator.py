@@ -64,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 
@@ -176,13 +176,11 @@ class NetworkSimulator:
     """Event-driven flow-level simulator of one cluster's network. See the module docstring."""
 
     def __init__(self, topology: Topology, nccl: NcclModel | None = None, *, sharing: GpuSharing = NO_SHARING,
-                 gpu_period: int = 0) -> None:
+                 compute_of: Callable[[int], int] | None = None) -> None:
         self.topology = topology
-        self.gpu_period = gpu_period
-        """0, or P when GPU g computes exactly when GPU g mod P does and only GPUs below P report compute
-        (the coordinator's representative ranks, protocol/symmetry.py)."""
-        if gpu_period < 0:
-            raise ValueError(f"gpu_period must be >= 0, got {gpu_period}")
+        self.compute_of = compute_of
+        """None, or the GPU whose compute stands for GPU g's: only those report compute (the coordinator's
+        representative ranks, protocol/symmetry.py)."""
         self._computing_gpus: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.sharing = sharing
         """How much compute on a member GPU slows an operation (its `nccl_slowdown`, by operation)."""
@@ -394,12 +392,12 @@ class NetworkSimulator:
         return [f for f in self._flows.values() if gpu in self._reporting_gpus(f.request.req.group)]
 
     def _reporting_gpus(self, group: tuple[int, ...]) -> tuple[int, ...]:
-        """The GPUs whose compute periods stand for the group's (itself, or its members mod `gpu_period`)."""
-        if not self.gpu_period:
+        """The GPUs whose compute periods stand for the group's (itself, or its members' `compute_of`)."""
+        if self.compute_of is None:
             return group
         gpus = self._computing_gpus.get(group)
         if gpus is None:
-            gpus = self._computing_gpus[group] = tuple(sorted({g % self.gpu_period for g in group}))
+            gpus = self._computing_gpus[group] = tuple(sorted({self.compute_of(g) for g in group}))
         return gpus
 
     def _reallocate_gpu(self, t: int, gpu: int) -> None:
@@ -472,7 +470,7 @@ class NetworkSimulator:
         other.busy_slowdown = self.busy_slowdown
         other.busy_slowdown_by_op = self.busy_slowdown_by_op
         other._slows_beside_compute = self._slows_beside_compute
-        other.gpu_period = self.gpu_period
+        other.compute_of = self.compute_of
         other._computing_gpus = self._computing_gpus
         other._busy_until = dict(self._busy_until)
         other._capacities = self._capacities
