@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
+
+from phantora.cli.processes import end_leftovers, own_start_ticks, process_table, set_child_subreaper
 
 
 def processes_with(marker: str) -> list[str]:
@@ -123,3 +126,27 @@ def test_the_launcher_interrupted(tmp_path, script, start_launcher, marker, sig,
     assert launcher.returncode == code, err
     assert (out_dir / "summary.json").exists()
     assert_nothing_left(marker)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs Linux's PR_SET_CHILD_SUBREAPER")
+def test_orphans_of_a_child_are_adopted_and_ended():
+    """A child that double-forks after setsid: its grandchild comes back to this process, and is ended."""
+    since = own_start_ticks()
+    was = set_child_subreaper(True)
+    try:
+        rank = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); os.fork() and os._exit(0); "
+                                 "time.sleep(60)"])
+        rank.wait()
+        deadline = time.monotonic() + 10
+        while not (orphans := _children(since, exclude=rank.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert orphans, "the grandchild was not adopted"
+        assert set(end_leftovers([rank.pid], since)) == orphans
+        assert not _children(since, exclude=rank.pid)
+    finally:
+        set_child_subreaper(bool(was))
+
+
+def _children(since: int, exclude: int) -> set[int]:
+    return {p.pid for p in process_table().values()
+            if p.ppid == os.getpid() and p.start_ticks >= since and p.pid != exclude and not p.zombie}

@@ -25,6 +25,19 @@ its failure before it tells any rank, so, reading the server's failure *after* r
   anything yet, so it failed on its own); if it had reported RankFinished while peers still run, the
   coordinator gets `_EXIT_GRACE_S` to find the deadlock its exit may leave (its process can be
   reaped before the coordinator has processed what the peers sent meanwhile), so the report says so.
+
+Note: [The hang watchdog]
+A rank stuck in Python (a loop that never ends, a wait on something that never comes) while its
+peers wait for it at a synchronization is no deadlock the coordinator can see: that rank is not
+blocked, it just sends nothing. On a real cluster NCCL's watchdog ends such a job after the process
+group's timeout. Here the launcher watches the server's `activity()`: when some rank has waited for
+a reply for `hang_timeout_s` of wall-clock time and every rank that is neither waiting nor finished
+(nor exited) has sent nothing for as long, those ranks are hung. The launcher sends them SIGABRT:
+every rank runs with PYTHONFAULTHANDLER=1, so Python's faulthandler prints each thread's stack to
+the rank's stderr before it dies, and that stack is the report's traceback. A rank that is merely
+slow keeps sending records (each op it runs is one), so it is never taken for hung; the timeout
+is NCCL's default, 10 minutes, since a program may legitimately compute on its CPU that long while
+its peers wait (a real job would time out as well).
 """
 
 from __future__ import annotations
