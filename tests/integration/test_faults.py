@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from conftest import SCRIPTS
 from phantora.cli.processes import end_leftovers, own_start_ticks, process_table, set_child_subreaper
 
 
@@ -150,3 +151,36 @@ def test_orphans_of_a_child_are_adopted_and_ended():
 def _children(since: int, exclude: int) -> set[int]:
     return {p.pid for p in process_table().values()
             if p.ppid == os.getpid() and p.start_ticks >= since and p.pid != exclude and not p.zombie}
+
+
+def processes_running(script: str) -> list[str]:
+    """Live processes whose command line names `script` (ranks and their forked DataLoader workers)."""
+    found = subprocess.run(["pgrep", "-af", script], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in found if "pgrep" not in line and "phantora.cli.main" not in line]
+
+
+@pytest.mark.slow
+def test_a_pytorch_rank_that_raises_mid_collective(torchrun):
+    """Real ranks with DataLoader workers: the report shows the rank's own exception, its peak memory is in the
+    summary, and neither ranks nor workers are left."""
+    script = str(SCRIPTS / "faulty_train.py")
+    run = torchrun(2, script, "--raise-rank", "1", timeout=300)
+    assert run.code == 1, run.stderr
+    root = root_cause(run.stderr)
+    assert "rank      : 1 (local_rank: 1)" in root and "ValueError: rank 1 fails on purpose at step 1" in root
+    assert 'faulty_train.py", line' in root  # the traceback's frames, not an ellipsis
+    failed = next(r for r in run.summary["per_rank"] if r["rank"] == 1)
+    assert failed["reported"] and failed["peak_allocated_gib"] > 0
+    assert (run.out_dir / "trace.json").stat().st_size > 0
+    assert not processes_running(script)
+
+
+@pytest.mark.slow
+def test_a_pytorch_rank_that_hangs_in_python(torchrun):
+    script = str(SCRIPTS / "faulty_train.py")
+    run = torchrun(2, "--hang-timeout", "5", script, "--spin-rank", "0", timeout=300)
+    assert run.code == 1, run.stderr
+    root = root_cause(run.stderr)
+    assert "rank      : 0 (local_rank: 0)" in root and "the watchdog aborted it" in root
+    assert 'faulty_train.py", line 29 in <module>' in root, root  # where it spins: the loop's line
+    assert not processes_running(script)
