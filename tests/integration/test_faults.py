@@ -8,6 +8,7 @@ rank's group, one after setsid, one orphaned by a double fork) and counts them b
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,5 +183,5 @@ def test_a_pytorch_rank_that_hangs_in_python(torchrun):
     assert run.code == 1, run.stderr
     root = root_cause(run.stderr)
     assert "rank      : 0 (local_rank: 0)" in root and "the watchdog aborted it" in root
-    assert 'faulty_train.py", line 29 in <module>' in root, root  # where it spins: the loop's line
+    assert re.search(r'faulty_train.py", line (29|30) in <module>', root), root  # where it spins: the loop
     assert not processes_running(script)
