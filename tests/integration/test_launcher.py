@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stand_in_rank import STAND_IN
-from phantora.transport.client import DELAY_ENV_VAR
+from phantora.transport.delay import DELAY_ENV_VAR
 
 def tagged(text: str, tag: str) -> dict[str, dict]:
     return {line.split(":", 1)[0]: json.loads(line.split(tag + " ", 1)[1])

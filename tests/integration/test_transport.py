@@ -15,12 +15,8 @@ from phantora.engine.coordinator import Coordinator
 from phantora.models.network import NetworkSimulator, Topology
 from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import CollectiveRecord, KernelRecord, RankFinished, SyncReply, SyncRequest
-from phantora.transport.client import (
-    DELAY_ENV_VAR,
-    CoordinatorConnectionError,
-    CoordinatorError,
-    RankClient,
-)
+from phantora.transport.client import CoordinatorConnectionError, CoordinatorError, RankClient
+from phantora.transport.delay import DELAY_ENV_VAR
 from phantora.transport.server import CoordinatorServer
 
 MiB = 1 << 20

@@ -34,6 +34,7 @@ from typing import Literal, Protocol
 
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.records import RankFinished, Record, SyncReply, SyncRequest
+from phantora.transport.delay import RandomDelay
 from phantora.transport.wire import PROTOCOL_VERSION, Failure, FrameReader, Hello, Welcome, WireError, encode
 
 _RECV_BYTES = 1 << 20
@@ -143,6 +144,7 @@ class CoordinatorServer:
         self._running = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._delay = RandomDelay.from_env("server")
 
     # --- public, any thread -----------------------------------------------------------------------
     def start(self) -> None:
@@ -289,6 +291,8 @@ class CoordinatorServer:
         if finishing:  # before submit: the finish may be what leaves the others deadlocked
             conn.finished = True
             self._finished_ranks.add(rank)
+        if self._delay:
+            self._delay()
         try:
             replies = self.coordinator.submit(rank, batch)
         except DeadlockError as error:

@@ -34,7 +34,7 @@ def main() -> None:
     a = p.parse_args()
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(rank)
+    torch.cuda.set_device(rank % torch.cuda.device_count())  # the rank's GPU on its node
     x = torch.randn(8, 256, a.dim, device="cuda")
     net = model(a.dim, a.layers).cuda()
     if a.mode == "ddp":
