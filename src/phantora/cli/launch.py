@@ -32,9 +32,12 @@ peers wait for it at a synchronization is no deadlock the coordinator can see: t
 blocked, it just sends nothing. On a real cluster NCCL's watchdog ends such a job after the process
 group's timeout. Here the launcher watches the server's `activity()`: when some rank has waited for
 a reply for `hang_timeout_s` of wall-clock time and every rank that is neither waiting nor finished
-(nor exited) has sent nothing for as long, those ranks are hung. The launcher sends them SIGABRT:
-every rank runs with PYTHONFAULTHANDLER=1, so Python's faulthandler prints each thread's stack to
-the rank's stderr before it dies, and that stack is the report's traceback. A rank that is merely
+(nor exited) is connected and has sent nothing for as long, those ranks are hung. A rank still
+starting (not connected yet: importing torch takes minutes when hundreds of ranks share a few
+cores) is never taken for hung, nor is one while a peer it might wait for is still starting. The
+launcher sends the hung ranks SIGABRT: every rank runs with PYTHONFAULTHANDLER=1, so Python's
+faulthandler prints each thread's stack to the rank's stderr before it dies, and that stack is the
+report's traceback. A rank that is merely
 slow keeps sending records (each op it runs is one), so it is never taken for hung; the timeout
 is NCCL's default, 10 minutes, since a program may legitimately compute on its CPU that long while
 its peers wait (a real job would time out as well).
@@ -350,7 +353,6 @@ class _Launcher:
         self.signals = _SignalCatcher()
         self.master_port = (config.workers.master_port or _free_port()) if config.workers else 0
         self._grace_deadline: float | None = None
-        self._started_s = time.monotonic()
         self._next_progress = 0.0
         self._progress_records = 0
         self._progress_at = 0.0
@@ -362,7 +364,7 @@ class _Launcher:
         except OSError as error:
             raise LaunchError(f"cannot use the output folder {cfg.out_dir}: {error.strerror or error}") from None
         _raise_open_file_limit(3 * self.world_size + 64)  # a socket and two pipes per rank
-        started = self._started_s = time.monotonic()
+        started = time.monotonic()
         since_ticks = own_start_ticks()
         was_subreaper = set_child_subreaper(True)  # Note [No process outlives its simulation]
         with self.signals:
@@ -485,8 +487,7 @@ class _Launcher:
         finished = self.server.finished_ranks()
         busy = [r for r in self.ranks if r.exit_code is None and r.rank not in finished
                 and (r.rank not in activity or activity[r.rank].waiting_since_s is None)]
-        heard = {rank: a.heard_s for rank, a in activity.items()}
-        if busy and all(now - heard.get(r.rank, self._started_s) >= timeout for r in busy):
+        if busy and all(r.rank in activity and now - activity[r.rank].heard_s >= timeout for r in busy):
             return busy
         return []
 
