@@ -36,7 +36,8 @@ def marker(tmp_path):
 
 
 def assert_nothing_left(marker: str) -> None:
-    assert not processes_with(marker), "processes outlived the simulation"
+    left = processes_with(marker)
+    assert not left, f"processes outlived the simulation: {left}"
 
 
 def root_cause(err: str) -> str:
@@ -67,7 +68,6 @@ def test_a_rank_killed_mid_step(simulate, marker):
     assert run.code == 1 and time.monotonic() - started < 30
     root = root_cause(run.err)
     assert "rank      : 2 (local_rank: 2)" in root and "Signal 9 (SIGKILL) received by PID" in root
-    assert "disconnected before it finished" in root
     assert run.err.strip().splitlines()[-1].startswith("phantora: error: rank 2 was killed by signal 9 (SIGKILL)")
     summary = run.summary
     assert not summary["complete"] and summary["simulated_time_s"] > 0  # what was placed before the failure

@@ -172,11 +172,13 @@ def test_stop_tells_waiting_ranks_why():
 
 
 def test_bad_delay_knob_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(DELAY_ENV_VAR, "soon")
     server = serve(1)
+    monkeypatch.setenv(DELAY_ENV_VAR, "soon")
     with pytest.raises(ValueError, match=DELAY_ENV_VAR):
         connect(server, 0)
     server.close()
+    with pytest.raises(ValueError, match=DELAY_ENV_VAR):
+        serve(1)
 
 
 def run_programs(programs: list[list[tuple]]):
