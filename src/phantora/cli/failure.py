@@ -50,7 +50,7 @@ def traceback_tail(lines: list[str] | tuple[str, ...]) -> str:
     """The last Python traceback in `lines`, whole, with the exceptions chained before it (or the last stacks
     faulthandler dumped); the last few lines when there is none."""
     lines = list(lines)
-    starts = [i for i, line in enumerate(lines) if line.startswith((_TRACEBACK_START, _FAULTHANDLER_START))]
+    starts = [i for i, line in enumerate(lines) if _starts_stack(line)]
     if not starts:
         return "\n".join(lines[-10:])
     first = starts[-1]
@@ -62,8 +62,8 @@ def traceback_tail(lines: list[str] | tuple[str, ...]) -> str:
     return "\n".join(lines[first:])
 
 
-def _has_traceback(lines: tuple[str, ...]) -> bool:
-    return any(line.startswith((_TRACEBACK_START, _FAULTHANDLER_START)) for line in lines)
+def _starts_stack(line: str) -> bool:
+    return line.startswith((_TRACEBACK_START, _FAULTHANDLER_START))
 
 
 def _error_file_message(path: str | None) -> str | None:
@@ -103,7 +103,7 @@ def _format_rank(idx: int, failure: RankExit) -> str:
         message = traceback_tail(failure.stderr_tail) or "(no output on stderr)"
         if failure.exit_code < 0:  # what it printed before the signal (faulthandler's stacks) may follow
             signalled = f"Signal {-failure.exit_code}{_signal_name(failure.exit_code)} received by PID {failure.pid}"
-            message = f"{signalled}\n{message}" if _has_traceback(failure.stderr_tail) else signalled
+            message = f"{signalled}\n{message}" if any(map(_starts_stack, failure.stderr_tail)) else signalled
     if failure.note:
         message = f"{failure.note}\n{message}"
     error_file = failure.error_file if _error_file_message(failure.error_file) is not None else _NA
