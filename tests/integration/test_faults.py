@@ -118,13 +118,15 @@ def test_the_launcher_interrupted(tmp_path, script, start_launcher, marker, sig,
                               "--hang-rank", "0", "--leave-children", marker)
     try:
         deadline = time.monotonic() + 30
-        while len(processes_with(marker)) < 6 and time.monotonic() < deadline:
+        while len(processes_with(marker)) != 6 and time.monotonic() < deadline:  # (a double fork's middle: 7)
             time.sleep(0.1)
         assert len(processes_with(marker)) == 6
         launcher.send_signal(sig)
         _, err = launcher.communicate(timeout=30)
     finally:
-        launcher.kill()
+        if launcher.poll() is None:  # the test failed: still stop the launcher the way that cleans up
+            launcher.terminate()
+            launcher.communicate(timeout=30)
     assert launcher.returncode == code, err
     assert (out_dir / "summary.json").exists()
     assert_nothing_left(marker)
