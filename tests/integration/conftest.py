@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -61,3 +62,71 @@ def rank_json(run: PhantoraRun, tag: str) -> dict[int, dict]:
         if prefix.startswith("[rank") and rest.startswith(tag + " "):
             found[int(prefix[5:-1])] = json.loads(rest[len(tag) + 1:])
     return found
+
+
+# --- the launcher with stand-in ranks (tests/support/stand_in_rank.py: the real protocol, no torch) ------------
+@dataclass
+class StandInRun:
+    code: int
+    out: str
+    err: str
+    out_dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.out_dir / "summary.json").read_text())
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("")
+    return str(path)
+
+
+@pytest.fixture
+def simulate(tmp_path, script):
+    """`phantora <command> [options] train.py ARGS`, in this process, with the stand-in as the rank program."""
+    import dataclasses
+    import io
+
+    from phantora.cli.launch import launch
+    from phantora.cli.main import config_from_args, parse_command_line
+    from stand_in_rank import STAND_IN
+
+    def run(command: str, *options: str, args: tuple[str, ...] = (), out: str = "out", **overrides) -> StandInRun:
+        out_dir = tmp_path / out
+        words = [command, "--gpu", "h200", "--out", str(out_dir), *options, script, *args]
+        if command == "run":
+            words.insert(len(words) - len(args) - 1, "--")
+        config, _ = config_from_args(parse_command_line(words))
+        config = dataclasses.replace(config, rank_entry=(sys.executable, str(STAND_IN)), shutdown_grace_s=5.0,
+                                     monitor_interval_s=0.02, **overrides)
+        stdout, stderr = io.StringIO(), io.StringIO()
+        code = launch(config, console_out=stdout, console_err=stderr)
+        return StandInRun(code, stdout.getvalue(), stderr.getvalue(), out_dir)
+    return run
+
+
+_LAUNCHER_DRIVER = """
+import dataclasses, json, os, sys
+from phantora.cli.launch import launch
+from phantora.cli.main import config_from_args, parse_command_line
+config, _ = config_from_args(parse_command_line(sys.argv[2:]))
+overrides = json.loads(os.environ["PHANTORA_TEST_LAUNCH_OVERRIDES"])
+sys.exit(launch(dataclasses.replace(config, rank_entry=(sys.executable, sys.argv[1]), **overrides)))
+"""
+
+
+@pytest.fixture
+def start_launcher():
+    """The launcher as its own process (signals, pipes) with stand-in ranks: `start_launcher(WORDS...,
+    shutdown_grace_s=5)` gives the Popen (text stdout and stderr pipes)."""
+    from stand_in_rank import STAND_IN
+
+    def start(*words: str, **overrides) -> subprocess.Popen:
+        overrides.setdefault("shutdown_grace_s", 5.0)
+        return subprocess.Popen([sys.executable, "-c", _LAUNCHER_DRIVER, str(STAND_IN), *words],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, "PHANTORA_TEST_LAUNCH_OVERRIDES": json.dumps(overrides)})
+    return start

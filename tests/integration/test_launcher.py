@@ -15,49 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from phantora.cli.launch import launch
-from phantora.cli.main import config_from_args, parse_command_line
-from phantora.transport.client import DELAY_ENV_VAR
-
-STAND_IN = Path(__file__).resolve().parents[1] / "support" / "stand_in_rank.py"
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclasses.dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-    out_dir: Path
-
-    @property
-    def summary(self) -> dict:
-        return json.loads((self.out_dir / "summary.json").read_text())
-
-
-@pytest.fixture
-def script(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text("")
-    return str(path)
-
-
-@pytest.fixture
-def simulate(tmp_path, script):
-    """`phantora <command> [options] train.py ARGS`, in this process, with the stand-in as the rank program."""
-    def run(command: str, *options: str, args: tuple[str, ...] = (), out: str = "out", **overrides) -> Run:
-        out_dir = tmp_path / out
-        words = [command, "--gpu", "h200", "--out", str(out_dir), *options, script, *args]
-        if command == "run":
-            words.insert(len(words) - len(args) - 1, "--")
-        config, _ = config_from_args(parse_command_line(words))
-        config = dataclasses.replace(config, rank_entry=(sys.executable, str(STAND_IN)), shutdown_grace_s=5.0,
-                                     monitor_interval_s=0.02, **overrides)
-        stdout, stderr = io.StringIO(), io.StringIO()
-        code = launch(config, console_out=stdout, console_err=stderr)
-        return Run(code, stdout.getvalue(), stderr.getvalue(), out_dir)
-    return run
-
+from stand_in_rank import STAND_IN
+from phantora.transport.delay import DELAY_ENV_VAR
 
 def tagged(text: str, tag: str) -> dict[str, dict]:
     return {line.split(":", 1)[0]: json.loads(line.split(tag + " ", 1)[1])
@@ -203,23 +162,11 @@ def test_results_are_identical_under_random_scheduling(simulate, monkeypatch):
     assert [{k: r.summary[k] for k in keep} for r in runs][0] == {k: runs[1].summary[k] for k in keep}
 
 
-DRIVER = """
-import dataclasses, sys
-from phantora.cli.launch import launch
-from phantora.cli.main import config_from_args, parse_command_line
-config, _ = config_from_args(parse_command_line(sys.argv[3:]))
-config = dataclasses.replace(config, rank_entry=(sys.executable, sys.argv[1]), shutdown_grace_s=float(sys.argv[2]))
-sys.exit(launch(config))
-"""
-
-
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_stops_everything(tmp_path, script, sig, code):
+def test_a_signal_stops_everything(tmp_path, script, start_launcher, sig, code):
     out_dir = tmp_path / "out"
-    launcher = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(STAND_IN), "5", "torchrun", "--gpu", "h200", "--out", str(out_dir),
-         "--nproc-per-node", "2", script, "--hang-rank", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    launcher = start_launcher("torchrun", "--gpu", "h200", "--out", str(out_dir), "--nproc-per-node", "2", script,
+                              "--hang-rank", "0")
     deadline = time.monotonic() + 30
     seen = ""
     while "[rank0]:hello 1" not in seen and time.monotonic() < deadline:
@@ -234,14 +181,12 @@ def test_a_signal_stops_everything(tmp_path, script, sig, code):
     assert script not in ps.stdout  # no rank left behind
 
 
-def test_a_reader_that_goes_away_stops_everything_quietly(tmp_path, script):
+def test_a_reader_that_goes_away_stops_everything_quietly(tmp_path, script, start_launcher):
     """`phantora torchrun ... | head -3`: the launcher stops the ranks and ends as a program that gets SIGPIPE, with
     no traceback."""
     out_dir = tmp_path / "out"
-    launcher = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(STAND_IN), "5", "torchrun", "--gpu", "h200", "--out", str(out_dir),
-         "--nproc-per-node", "2", script, "--lines", "200000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    launcher = start_launcher("torchrun", "--gpu", "h200", "--out", str(out_dir), "--nproc-per-node", "2", script,
+                              "--lines", "200000")
     launcher.stdout.readline()
     launcher.stdout.close()  # the reader goes away
     err = launcher.stderr.read()

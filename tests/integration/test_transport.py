@@ -15,12 +15,8 @@ from phantora.engine.coordinator import Coordinator
 from phantora.models.network import NetworkSimulator, Topology
 from phantora.specs.cluster import cluster_from_flags
 from phantora.protocol.records import CollectiveRecord, KernelRecord, RankFinished, SyncReply, SyncRequest
-from phantora.transport.client import (
-    DELAY_ENV_VAR,
-    CoordinatorConnectionError,
-    CoordinatorError,
-    RankClient,
-)
+from phantora.transport.client import CoordinatorConnectionError, CoordinatorError, RankClient
+from phantora.transport.delay import DELAY_ENV_VAR
 from phantora.transport.server import CoordinatorServer
 
 MiB = 1 << 20
@@ -176,11 +172,13 @@ def test_stop_tells_waiting_ranks_why():
 
 
 def test_bad_delay_knob_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(DELAY_ENV_VAR, "soon")
     server = serve(1)
+    monkeypatch.setenv(DELAY_ENV_VAR, "soon")
     with pytest.raises(ValueError, match=DELAY_ENV_VAR):
         connect(server, 0)
     server.close()
+    with pytest.raises(ValueError, match=DELAY_ENV_VAR):
+        serve(1)
 
 
 def run_programs(programs: list[list[tuple]]):

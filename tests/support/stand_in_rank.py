@@ -35,6 +35,8 @@ from phantora.protocol.records import (
 )
 
 MiB = 1 << 20
+STAND_IN = Path(__file__).resolve()
+"""This file, the rank entry of launcher tests (`python STAND_IN SCRIPT ARGS`)."""
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce", "barrier"]
 
 
@@ -118,7 +120,7 @@ def _record(step: tuple, host_ns: int, request_id: int):
 
 
 def replay(client, program: list[tuple], *, step_ns: int = 1_000, max_batch: int = 8,
-           rng: random.Random | None = None) -> tuple[list[SyncReply], int]:
+           rng: random.Random | None = None, finish: bool = True) -> tuple[list[SyncReply], int]:
     """Send the program through `client` (host clock: +step_ns per step, + a "host" step's time, and the
     reply's host time after each sync); batch boundaries are random. Returns the replies and the final
     host clock (RankFinished is sent too)."""
@@ -137,8 +139,10 @@ def replay(client, program: list[tuple], *, step_ns: int = 1_000, max_batch: int
         elif len(batch) >= limit:
             client.send(batch)
             batch, limit = [], rng.randint(1, max_batch)
-    batch.append(RankFinished(host_ns + step_ns))
-    client.send(batch)
+    if finish:
+        batch.append(RankFinished(host_ns + step_ns))
+    if batch:
+        client.send(batch)
     return replies, host_ns + step_ns
 
 
@@ -158,6 +162,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--finish-then-fail-rank", type=int, default=None,
                         help="this rank reports RankFinished at once, then exits 4 (as the runtime does when the "
                              "program raised)")
+    parser.add_argument("--spin-rank", type=int, default=None,
+                        help="this rank loops in Python forever after a synchronization (a hang while peers wait)")
+    parser.add_argument("--kill-self-rank", type=int, default=None,
+                        help="this rank SIGKILLs itself halfway through its program")
+    parser.add_argument("--drop-connection-rank", type=int, default=None,
+                        help="this rank closes its connection to the coordinator halfway, then sleeps")
+    parser.add_argument("--leave-children", metavar="MARKER", default=None,
+                        help="start processes that would outlive the rank, MARKER in their command lines: one in the "
+                             "rank's process group, one that calls setsid, one orphaned at once (a double fork)")
     parser.add_argument("--env-dump", action="store_true",
                         help="print the launcher's variables and this process's arguments as JSON")
     parser.add_argument("--local_rank", type=int, default=None, help="as DeepSpeed's launcher passes it")
@@ -183,6 +196,23 @@ def write_result(out_dir: Path, rank: int, exit_code: int, host_ns: int) -> None
     (folder / "result.json").write_text(json.dumps(result))
 
 
+def leave_children(marker: str) -> None:
+    """Processes that outlive this rank unless the launcher ends them."""
+    import subprocess
+
+    sleep = "import os, sys, time; {}time.sleep(3600)"
+    subprocess.Popen([sys.executable, "-c", sleep.format(""), marker])
+    subprocess.Popen([sys.executable, "-c", sleep.format("os.setsid(); "), marker])
+    subprocess.Popen([sys.executable, "-c", sleep.format("os.setsid(); os.fork() and os._exit(0); "), marker])
+
+
+def spin_forever() -> None:
+    """A Python loop that never ends (a hang the launcher's watchdog must find)."""
+    n = 0
+    while True:
+        n += 1
+
+
 def main() -> int:
     from phantora.config.run import RankConfig
     from phantora.transport.client import RankClient
@@ -200,6 +230,9 @@ def main() -> int:
     if rank == args.no_connect_rank:
         return 0
     client = RankClient.connect(config.coordinator, rank=rank)
+    if args.leave_children:
+        leave_children(args.leave_children)
+        print(f"rank {rank} started its children", flush=True)
     if rank == args.fail_rank:
         try:
             raise RuntimeError(f"stand-in rank {rank} fails on purpose")
@@ -221,6 +254,15 @@ def main() -> int:
         program.insert(0, ("coll", 0, "world", tuple(range(config.world_size)), 10_000, "all_reduce", 999, None))
     elif args.mismatch_rank is not None:
         program.insert(0, ("coll", 0, "world", tuple(range(config.world_size)), 10_000, "all_reduce", 1000, None))
+    if rank in (args.kill_self_rank, args.drop_connection_rank, args.spin_rank):
+        program = program[:len(program) // 2] + [("sync", "device", 0, 0)]
+        replay(client, program, finish=False)
+        if rank == args.kill_self_rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if rank == args.drop_connection_rank:
+            client.close()
+            time.sleep(3600)
+        spin_forever()
     replies, host_ns = replay(client, program)
     client.close()
     print(f"rank {rank} done after {len(replies)} syncs at {host_ns} ns")

@@ -12,7 +12,10 @@ from datetime import datetime
 from pathlib import Path
 
 _TRACEBACK_START = "Traceback (most recent call last):"
-_MAX_TRACEBACK_LINES = 40
+_FAULTHANDLER_START = "Fatal Python error: "
+"""How Python's faulthandler begins the stacks it dumps (a rank the hang watchdog aborted)."""
+_CHAINED = ("During handling of the above exception, another exception occurred:",
+            "The above exception was the direct cause of the following exception:")
 _WIDTH = 60
 _NA = "<N/A>"
 
@@ -44,13 +47,23 @@ class CoordinatorFault:
 
 
 def traceback_tail(lines: list[str] | tuple[str, ...]) -> str:
-    """The last Python traceback in `lines` (capped), or the last few lines when there is none."""
+    """The last Python traceback in `lines`, whole, with the exceptions chained before it (or the last stacks
+    faulthandler dumped); the last few lines when there is none."""
     lines = list(lines)
-    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK_START)]
-    tail = lines[starts[-1]:] if starts else lines[-10:]
-    if len(tail) > _MAX_TRACEBACK_LINES:
-        tail = tail[:3] + ["  ..."] + tail[-(_MAX_TRACEBACK_LINES - 4):]
-    return "\n".join(tail)
+    starts = [i for i, line in enumerate(lines) if _starts_stack(line)]
+    if not starts:
+        return "\n".join(lines[-10:])
+    first = starts[-1]
+    for start in reversed(starts[:-1]):  # walk back over "During handling of the above exception ..."
+        between = [line for line in lines[start:first] if line.strip()]
+        if not any(line in _CHAINED for line in between[-1:]):
+            break
+        first = start
+    return "\n".join(lines[first:])
+
+
+def _starts_stack(line: str) -> bool:
+    return line.startswith((_TRACEBACK_START, _FAULTHANDLER_START))
 
 
 def _error_file_message(path: str | None) -> str | None:
@@ -87,10 +100,10 @@ def _indent(text: str) -> str:
 def _format_rank(idx: int, failure: RankExit) -> str:
     message = _error_file_message(failure.error_file)
     if message is None:
-        if failure.exit_code < 0:
-            message = f"Signal {-failure.exit_code}{_signal_name(failure.exit_code)} received by PID {failure.pid}"
-        else:
-            message = traceback_tail(failure.stderr_tail) or "(no output on stderr)"
+        message = traceback_tail(failure.stderr_tail) or "(no output on stderr)"
+        if failure.exit_code < 0:  # what it printed before the signal (faulthandler's stacks) may follow
+            signalled = f"Signal {-failure.exit_code}{_signal_name(failure.exit_code)} received by PID {failure.pid}"
+            message = f"{signalled}\n{message}" if any(map(_starts_stack, failure.stderr_tail)) else signalled
     if failure.note:
         message = f"{failure.note}\n{message}"
     error_file = failure.error_file if _error_file_message(failure.error_file) is not None else _NA

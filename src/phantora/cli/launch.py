@@ -25,6 +25,22 @@ its failure before it tells any rank, so, reading the server's failure *after* r
   anything yet, so it failed on its own); if it had reported RankFinished while peers still run, the
   coordinator gets `_EXIT_GRACE_S` to find the deadlock its exit may leave (its process can be
   reaped before the coordinator has processed what the peers sent meanwhile), so the report says so.
+
+Note: [The hang watchdog]
+A rank stuck in Python (a loop that never ends, a wait on something that never comes) while its
+peers wait for it at a synchronization is no deadlock the coordinator can see: that rank is not
+blocked, it just sends nothing. On a real cluster NCCL's watchdog ends such a job after the process
+group's timeout. Here the launcher watches the server's `activity()`: when some rank has waited for
+a reply for `hang_timeout_s` of wall-clock time and every rank that is neither waiting nor finished
+(nor exited) is connected and has sent nothing for as long, those ranks are hung. A rank still
+starting (not connected yet: importing torch takes minutes when hundreds of ranks share a few
+cores) is never taken for hung, nor is one while a peer it might wait for is still starting. The
+launcher sends the hung ranks SIGABRT: every rank runs with PYTHONFAULTHANDLER=1, so Python's
+faulthandler prints each thread's stack to the rank's stderr before it dies, and that stack is the
+report's traceback. A rank that is merely
+slow keeps sending records (each op it runs is one), so it is never taken for hung; the timeout
+is NCCL's default, 10 minutes, since a program may legitimately compute on its CPU that long while
+its peers wait (a real job would time out as well).
 """
 
 from __future__ import annotations
@@ -45,6 +61,7 @@ from typing import ClassVar, TextIO
 
 from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
 from phantora.cli.output import OutputConfig, OutputPump
+from phantora.cli.processes import end_leftovers, own_start_ticks, set_child_subreaper
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
@@ -217,6 +234,9 @@ class LaunchConfig:
     shutdown_grace_s: float = 30.0
     """After the first failure or a signal: how long ranks get to exit before SIGKILL (torchrun's default)."""
     monitor_interval_s: float = 0.1
+    hang_timeout_s: float = 600.0
+    """Wall-clock seconds a rank may stay silent while a peer has waited as long for it: then it is hung
+    (Note [The hang watchdog]); NCCL's watchdog default (torch's `_DEFAULT_PG_NCCL_TIMEOUT`, 10 min)."""
     progress: bool = False
     """Print a status line on stderr every `progress_interval_s` of wall time."""
     progress_interval_s: float = 5.0
@@ -249,8 +269,9 @@ class LaunchConfig:
             # ranks on the wrong node
             raise ValueError(f"with several nodes, --nproc-per-node ({self.nproc_per_node}) must equal the "
                              f"cluster's GPUs per node ({c.gpus_per_node})")
-        if self.shutdown_grace_s < 0 or self.monitor_interval_s <= 0 or self.progress_interval_s <= 0:
-            raise ValueError("shutdown grace, monitor and progress intervals must be positive")
+        if (self.shutdown_grace_s < 0 or self.monitor_interval_s <= 0 or self.progress_interval_s <= 0
+                or self.hang_timeout_s <= 0):
+            raise ValueError("shutdown grace, monitor and progress intervals and the hang timeout must be positive")
         if self.ranks not in RANKS_CHOICES:
             raise ValueError(f"--ranks must be one of {', '.join(RANKS_CHOICES)}, got {self.ranks!r}")
 
@@ -310,6 +331,8 @@ class _Outcome:
     """A rank built a group the period does not admit: start again with this symmetry."""
     cutoff_s: float = 0.0
     """Monotonic time of the first failure: ranks that failed after it were told to stop (or stopped)."""
+    error: str | None = None
+    """The error line, where the root cause's exit does not say it (a rank the hang watchdog stopped)."""
 
 
 # --- signals ---------------------------------------------------------------------------------------
@@ -377,6 +400,8 @@ class _Launcher:
             raise LaunchError(f"cannot use the output folder {cfg.out_dir}: {error.strerror or error}") from None
         _raise_open_file_limit(3 * self.processes + 64)  # a socket and two pipes per rank
         started = time.monotonic()
+        since_ticks = own_start_ticks()
+        was_subreaper = set_child_subreaper(True)  # Note [No process outlives its simulation]
         with self.signals:
             self.server.start()
             try:
@@ -390,6 +415,9 @@ class _Launcher:
             finally:
                 if any(r.exit_code is None for r in self.ranks):
                     self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
+                self._end_leftovers(since_ticks)  # before draining: a leftover may hold a rank's pipes open
+                if was_subreaper is not None:
+                    set_child_subreaper(was_subreaper)
                 self.pump.drain(_DRAIN_TIMEOUT_S)
                 self.server.close()
                 self._store = None
@@ -458,6 +486,9 @@ class _Launcher:
             if root is not None:
                 failure = self.server.failure
                 return _Outcome(root=root, cutoff_s=failure.at_s if failure else time.monotonic())
+            hung = self._detect_hang()
+            if hung:
+                return self._stop_hung(hung)
             if all(r.exit_code is not None for r in self.ranks) and self.server.stopped:
                 if self.server.finished:
                     return _Outcome()
@@ -535,6 +566,39 @@ class _Launcher:
             return None
         return _coordinator_fault(failure)
 
+    def _detect_hang(self) -> list[_Rank]:
+        """Ranks hung while a peer waits for them (Note [The hang watchdog]); empty when there are none."""
+        now, timeout = time.monotonic(), self.config.hang_timeout_s
+        activity = self.server.activity()
+        if not any(a.waiting_since_s is not None and now - a.waiting_since_s >= timeout for a in activity.values()):
+            return []
+        finished = self.server.finished_ranks()
+        busy = [r for r in self.ranks if r.exit_code is None and r.rank not in finished
+                and (r.rank not in activity or activity[r.rank].waiting_since_s is None)]
+        if busy and all(r.rank in activity and now - activity[r.rank].heard_s >= timeout for r in busy):
+            return busy
+        return []
+
+    def _stop_hung(self, hung: list[_Rank]) -> _Outcome:
+        """Abort the hung ranks so Python's faulthandler prints where each one is (PYTHONFAULTHANDLER is set
+        in every rank), and wait for them to exit so their stacks are in the report."""
+        activity = self.server.activity()
+        waiting = sorted(rank for rank, a in activity.items() if a.waiting_since_s is not None)
+        for r in hung:
+            _signal_process(r.proc, signal.SIGABRT)
+        deadline = time.monotonic() + _EXIT_GRACE_S
+        while any(r.exit_code is None for r in hung) and time.monotonic() < deadline:
+            self.pump.poll(0.05)
+            self._reap()
+        timeout = self.config.hang_timeout_s
+        names = ", ".join(str(r.rank) for r in hung)
+        error = (f"rank {names} made no progress for {timeout:g} s (wall clock) while rank "
+                 f"{', '.join(map(str, waiting))} waited for it: hung (its Python stack is in the report)")
+        note = (f"hung: nothing from it for {timeout:g} s of wall-clock time while rank(s) "
+                f"{', '.join(map(str, waiting))} waited at a synchronization; the watchdog aborted it, its "
+                "Python stack (faulthandler) follows")
+        return _Outcome(root=_Culprit(hung[0], note=note), cutoff_s=time.monotonic(), error=error)
+
     def _grace_over(self) -> bool:
         """Whether the processes involved in a server failure have had their time to exit."""
         if self._grace_deadline is None:
@@ -559,6 +623,13 @@ class _Launcher:
                 deadline = float("inf")
             self.pump.poll(0.05)
             self._reap()
+
+    def _end_leftovers(self, since_ticks: int) -> None:
+        """End what the ranks started and left running (Note [No process outlives its simulation])."""
+        ended = end_leftovers([r.proc.pid for r in self.ranks], since_ticks)
+        if ended:
+            self.pump.say(f"phantora: ended {len(ended)} process(es) the ranks left running (pids "
+                          f"{', '.join(map(str, ended[:10]))}{', ...' if len(ended) > 10 else ''})")
 
     def _maybe_progress(self) -> None:
         now = time.monotonic()
@@ -629,6 +700,8 @@ class _Launcher:
         return 1  # the simulation failed (torchrun's ChildFailedError)
 
     def _error_line(self, outcome: _Outcome, root: RankExit | CoordinatorFault | None) -> str:
+        if outcome.error is not None:
+            return outcome.error
         if outcome.signal == signal.SIGPIPE:
             return "the output's reader went away (SIGPIPE)"
         if outcome.signal is not None:
@@ -653,6 +726,7 @@ def rank_environment(config: LaunchConfig, rank: int, local_rank: int, *, rank_c
     the launcher being reproduced (`config.workers`), which win as they do in that launcher."""
     env = {**(os.environ if base is None else base), **config.extra_env}
     env.setdefault("PYTHONUNBUFFERED", "1")  # torchrun and DeepSpeed run `python -u`: lines arrive as printed
+    env.setdefault("PYTHONFAULTHANDLER", "1")  # a rank the hang watchdog aborts prints its Python stack
     env[CONFIG_ENV_VAR] = rank_config.to_env()
     env[TOKEN_ENV_VAR] = token
     if config.workers is not None:
@@ -698,6 +772,14 @@ def _reap(r: _Rank) -> bool:
     r.usage = ProcessUsage(rank=r.rank, peak_rss_bytes=_peak_rss_bytes(usage.ru_maxrss),
                            cpu_s=usage.ru_utime + usage.ru_stime)
     return True
+
+
+def _signal_process(proc: subprocess.Popen, sig: int) -> None:
+    """Signal the rank process alone (not the children in its group)."""
+    try:
+        os.kill(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

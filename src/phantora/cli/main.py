@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -111,6 +111,9 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
                 "node (default); all = every rank (docs/launcher.md, Representative ranks)")
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
+    option(p, "--hang-timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+           help="wall-clock seconds a rank may send nothing while a peer waits for it before it is "
+                "stopped as hung, its Python stack in the report (default 600, NCCL's watchdog default)")
     return actions
 
 
@@ -460,6 +463,11 @@ def _launch_config(*, cluster: ClusterNetworkConfig, **kwargs) -> LaunchConfig:
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
+    config, notes = _command_config(args)
+    return replace(config, hang_timeout_s=args.hang_timeout), notes
+
+
+def _command_config(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
     if args.command == "torchrun":
         return torchrun_config_from_args(args)
     try:

@@ -35,7 +35,8 @@ DEFAULT_PREFIX_TEMPLATE = "[rank${rank}]:"
 _READ_BYTES = 1 << 16
 _MAX_PARTIAL_BYTES = 1 << 16
 """A line longer than this (a progress bar redrawn with \\r, say) is written in pieces."""
-_TAIL_LINES = 200
+_TAIL_LINES = 1000
+"""Lines of each rank's stderr kept for the failure report: enough for a deep traceback, whole."""
 
 
 class Std(IntFlag):

@@ -7,21 +7,36 @@ every 10 ms) it sleeps for real: it does not delay the program's main thread, wh
 moved by minutes.
 
 Note: [Code that waits for other processes]
-Some code measures time to wait for other real threads or processes: lock files polled by `filelock`
-(Hugging Face caches) and `torch.utils.file_baton` (torch's extension builds), pipes and queues of
-`multiprocessing` (a DataLoader worker's check that its parent is alive), `subprocess` timeouts, and
-Phantora's own polling. On the simulated clock such a wait goes wrong: a frozen clock never reaches
-its deadline (forked DataLoader workers outlived their parent), and each poll's sleep advances the
-rank's simulated time by as much as the other process happened to hold the lock (TorchTitan's ranks
-started up to 2.5 s apart at random). A clock function therefore looks at its caller: called from a
-module of `REAL_CLOCK_PACKAGES`, it reads (or sleeps on) the real clock. Looking at the caller, not
-patching the modules, also covers names bound at import (`from time import monotonic`) and modules
-imported later. Modules imported before the patch that bound a clock function by name get the patched one
-(tqdm's progress bars), except those of `REAL_CLOCK_PACKAGES` (threading, queue).
+The rule: the simulated clock is for code that measures the program; code that waits for something
+outside it (another process or thread, a lock file, a socket, a server) reads and sleeps on the real
+clock. A clock read cannot tell which it serves, so the rule is applied by who calls:
+- a call whose calling frame is in a module of `REAL_CLOCK_PACKAGES` is real. Those are the libraries'
+  waiting machinery: `multiprocessing` (pipes, queues, a DataLoader worker's check that its parent
+  lives), `subprocess`, `concurrent.futures`, `threading`, `queue`, `asyncio` (its event loop's
+  timers), `socketserver`, `filelock` (Hugging Face caches) and `torch.utils.file_baton` (extension
+  builds), `torch.multiprocessing` (spawn's joins), `torch.distributed.distributed_c10d` (the
+  store-based barrier that polls rank 0's store), `torch.distributed.elastic` (agents, rendezvous,
+  timers), `torch._inductor.compile_worker` (compile workers), `urllib3` and `huggingface_hub.utils._http`
+  (network timeouts and retry back-off), and Phantora's own polling;
+- `time.sleep` outside the program's main thread is real: a background thread (Lightning's progress
+  bar refreshing itself every 10 ms) does not delay the training loop, whose clock it would move;
+- a process forked from a rank (DataLoader workers, a fork-started pool) is no simulated host: it
+  has the real clock throughout (`_forked`), and never touches the rank's session;
+- everything else (the program, the frameworks' step timers, throughput logs and logging
+  timestamps, tqdm) reads simulated time.
+On the simulated clock a wait goes wrong: a frozen clock never reaches a deadline (forked DataLoader
+workers outlived their parent; an asyncio timer never fires), and each poll's sleep advances the
+rank's simulated time by as much as the other process happened to take (torch's file baton once took
+a rank's clock to 53,240 s; Hugging Face's lock polling started TorchTitan's ranks up to 2.5 s apart
+at random). Looking at the caller, not patching the modules, also covers names bound at import
+(`from time import monotonic`) and modules imported later. Modules imported before the patch that
+bound a clock function by name get the patched one (tqdm's progress bars), except those of
+`REAL_CLOCK_PACKAGES`, which keep the real one.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Callable
@@ -29,6 +44,7 @@ from typing import Callable
 from phantora.units import NS_PER_S, seconds_to_ns
 
 # Modules that capture a clock function at import: import them before patching so they keep it.
+import asyncio  # noqa: F401,E402
 import concurrent.futures  # noqa: F401,E402
 import multiprocessing  # noqa: F401,E402
 import queue  # noqa: F401,E402
@@ -46,12 +62,24 @@ REAL_CLOCKS = {"time": REAL_TIME, "time_ns": REAL_TIME_NS, "perf_counter": REAL_
                "perf_counter_ns": REAL_PERF_COUNTER_NS, "monotonic": REAL_MONOTONIC,
                "monotonic_ns": REAL_MONOTONIC_NS, "sleep": REAL_SLEEP}
 """The `time` module's clock functions as they were before the patch, by name."""
-REAL_CLOCK_PACKAGES = ("filelock", "torch.utils.file_baton", "multiprocessing", "subprocess",
-                       "concurrent.futures", "threading", "queue", "phantora")
+REAL_CLOCK_PACKAGES = ("multiprocessing", "subprocess", "concurrent.futures", "threading", "queue", "asyncio",
+                       "socketserver", "filelock", "torch.utils.file_baton", "torch.multiprocessing",
+                       "torch.distributed.distributed_c10d", "torch.distributed.elastic",
+                       "torch._inductor.compile_worker", "urllib3", "huggingface_hub.utils._http", "phantora")
 """Packages (and modules) whose clock reads and sleeps wait for other processes: Note [Code that waits
 for other processes]."""
 
 _real_clock_callers: dict[str, bool] = {}
+_forked = False
+"""True in a process forked from a rank: it keeps the real clock (Note [Code that waits for other processes])."""
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _wants_real_clock(module: str) -> bool:
@@ -141,7 +169,7 @@ def _unless_real(simulated: Callable, real: Callable) -> Callable:
     """`simulated`, except for callers that wait for other processes, which get `real`."""
 
     def clock(*args):
-        return real(*args) if _caller_wants_real_clock() else simulated(*args)
+        return real(*args) if _forked or _caller_wants_real_clock() else simulated(*args)
 
     clock.__name__ = clock.__qualname__ = real.__name__
     clock.__doc__ = real.__doc__

@@ -19,19 +19,17 @@ installed, so this module never calls `time.*` for its own waits and deadlines (
 from __future__ import annotations
 
 import os
-import random
 import select
 import socket
 import threading
 import time
 
 from phantora.protocol.records import Record, SyncReply, SyncRequest
+from phantora.transport.delay import RandomDelay
 from phantora.transport.wire import Failure, Hello, Welcome, WireError, encode, parse_address, read_message
 
 TOKEN_ENV_VAR = "PHANTORA_COORDINATOR_TOKEN"
 """The launcher passes the server's per-run token to each rank through this variable."""
-DELAY_ENV_VAR = "PHANTORA_DEBUG_RANDOM_DELAY_MS"
-"""Debug knob: sleep a truly random 0..N ms before every send and request (determinism tests)."""
 
 _RETRY_INTERVAL_S = 0.05
 
@@ -53,30 +51,6 @@ def _real_sleep(seconds: float) -> None:
         select.select([], [], [], seconds)
 
 
-class _RandomDelay:
-    """Sleeps 0..max_ms real milliseconds, from an OS-seeded generator (never reproducible on purpose)."""
-
-    def __init__(self, max_ms: float) -> None:
-        self.max_s = max_ms / 1000
-        self._rng = random.Random(int.from_bytes(os.urandom(16), "little"))
-
-    def __call__(self) -> None:
-        _real_sleep(self._rng.uniform(0.0, self.max_s))
-
-    @classmethod
-    def from_env(cls) -> "_RandomDelay | None":
-        raw = os.environ.get(DELAY_ENV_VAR, "").strip()
-        if not raw:
-            return None
-        try:
-            max_ms = float(raw)
-        except ValueError:
-            raise ValueError(f"{DELAY_ENV_VAR} must be a number of milliseconds, got {raw!r}") from None
-        if max_ms < 0:
-            raise ValueError(f"{DELAY_ENV_VAR} must be >= 0, got {raw!r}")
-        return cls(max_ms) if max_ms > 0 else None
-
-
 def _connect_with_retries(host: str, port: int, deadline_s: float) -> socket.socket:
     """Connect, retrying while the server is not up yet, until the real-time deadline."""
     while True:
@@ -93,7 +67,7 @@ def _connect_with_retries(host: str, port: int, deadline_s: float) -> socket.soc
 class RankClient:
     """One rank's connection to the coordinator server. Thread-safe (one batch at a time)."""
 
-    def __init__(self, sock: socket.socket, rank: int, *, delay: _RandomDelay | None = None) -> None:
+    def __init__(self, sock: socket.socket, rank: int, *, delay: RandomDelay | None = None) -> None:
         self.rank = rank
         self._sock = sock
         self._delay = delay
@@ -109,7 +83,7 @@ class RankClient:
         `timeout_s` of real time have passed. `token` defaults to $PHANTORA_COORDINATOR_TOKEN."""
         host, port = parse_address(address)
         token = os.environ.get(TOKEN_ENV_VAR, "") if token is None else token
-        delay = _RandomDelay.from_env()
+        delay = RandomDelay.from_env(f"rank {rank}")
         deadline = _real_now_s() + timeout_s
         sock = _connect_with_retries(host, port, deadline)
         try:

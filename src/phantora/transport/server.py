@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
-from phantora.protocol.records import RankFinished, Record, SyncReply
+from phantora.protocol.records import RankFinished, Record, SyncReply, SyncRequest
+from phantora.transport.delay import RandomDelay
 from phantora.transport.wire import PROTOCOL_VERSION, Failure, FrameReader, Hello, Welcome, WireError, encode
 
 _RECV_BYTES = 1 << 20
@@ -87,8 +88,18 @@ class ServerProgress:
     finished: int
 
 
+@dataclass(frozen=True, slots=True)
+class RankActivity:
+    """What the server last heard from a connected rank (for the launcher's hang watchdog)."""
+
+    heard_s: float
+    """Real monotonic time of its last batch (or of its Hello)."""
+    waiting_since_s: float | None
+    """Since when it has been blocked waiting for a reply (a synchronization); None: not blocked."""
+
+
 class _Conn:
-    __slots__ = ("sock", "rank", "pid", "reader", "finished", "closed")
+    __slots__ = ("sock", "rank", "pid", "reader", "finished", "closed", "heard_s", "waiting_since_s")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -97,6 +108,8 @@ class _Conn:
         self.reader = FrameReader()
         self.finished = False
         self.closed = False
+        self.heard_s = time.monotonic()
+        self.waiting_since_s: float | None = None
 
 
 class CoordinatorServer:
@@ -135,6 +148,7 @@ class CoordinatorServer:
         self._running = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._delay = RandomDelay.from_env("server")
 
     # --- public, any thread -----------------------------------------------------------------------
     def start(self) -> None:
@@ -176,6 +190,11 @@ class CoordinatorServer:
     def progress(self) -> ServerProgress:
         return ServerProgress(self._records, self._batches, self.coordinator.safe_ns, len(self._by_rank),
                               len(self._finished_ranks))
+
+    def activity(self) -> dict[int, RankActivity]:
+        """Per connected rank, when it was last heard from and whether it waits for a reply (read from another
+        thread: may be a moment old)."""
+        return {rank: RankActivity(conn.heard_s, conn.waiting_since_s) for rank, conn in list(self._by_rank.items())}
 
     def close(self) -> None:
         """Stop (if serving) and release the sockets; waits for the serving thread."""
@@ -270,9 +289,14 @@ class CoordinatorServer:
             self._fail("protocol", f"rank {rank} sent {type(batch).__name__} where a record batch belongs", rank)
             return
         finishing = bool(batch) and type(batch[-1]) is RankFinished
+        conn.heard_s = time.monotonic()
+        if batch and type(batch[-1]) is SyncRequest:
+            conn.waiting_since_s = conn.heard_s
         if finishing:  # before submit: the finish may be what leaves the others deadlocked
             conn.finished = True
             self._finished_ranks.add(rank)
+        if self._delay:
+            self._delay()
         try:
             replies = self.coordinator.submit(rank, batch)
         except DeadlockError as error:
@@ -284,6 +308,7 @@ class CoordinatorServer:
         self._records += len(batch)
         self._batches += 1
         for to_rank, reply in replies:
+            self._by_rank[to_rank].waiting_since_s = None
             self._send(self._by_rank[to_rank], encode(reply))
         if finishing and len(self._finished_ranks) == self.processes:
             self._on_all_finished()

@@ -48,7 +48,7 @@ def test_workers_get_what_launch_py_gives_them(script):
     for rank in (0, 1):
         assert config.program.argv(rank) == [script, f"--local_rank={rank}", "--deepspeed_config", "ds.json"]
         assert worker_env(config, rank) == {
-            "PYTHONUNBUFFERED": "1", "PHANTORA_COORDINATOR_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0,1",
+            "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", "PHANTORA_COORDINATOR_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0,1",
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29611", "WORLD_SIZE": "2", "CROSS_RANK": "0",
             "CROSS_SIZE": "1", "LOCAL_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank)}
     assert config.output.prefix_template == "" and config.output.redirects == Std.NONE  # lines as DeepSpeed's

@@ -129,3 +129,89 @@ def test_sleep_in_another_thread_is_real(installed_clock):
     sleeper.join()
     assert installed_clock.ns == 0
     assert clock_module.REAL_PERF_COUNTER() - started >= 0.05
+
+
+def finishes_in_real_time(wait, limit_s: float = 5.0) -> None:
+    """Run `wait` (which waits a little real time) in the main thread, where a simulated sleep would move the
+    clock; it must end, in real time, leaving the simulated clock where it was."""
+    started = clock_module.REAL_PERF_COUNTER()
+    wait()
+    assert clock_module.REAL_PERF_COUNTER() - started < limit_s
+
+
+def test_queue_and_threading_waits_keep_the_real_clock(installed_clock):
+    import queue
+
+    with pytest.raises(queue.Empty):
+        finishes_in_real_time(lambda: queue.Queue().get(timeout=0.05))
+    finishes_in_real_time(lambda: threading.Event().wait(0.05))
+    finishes_in_real_time(lambda: threading.Condition().acquire(timeout=0.05))
+    assert installed_clock.ns == 0
+
+
+def test_multiprocessing_queue_waits_keep_the_real_clock(installed_clock):
+    """A DataLoader worker's index queue: `get(timeout=MP_STATUS_CHECK_INTERVAL)` (multiprocessing.queues)."""
+    import multiprocessing
+    import queue
+
+    q = multiprocessing.get_context("fork").Queue()
+    with pytest.raises(queue.Empty):
+        finishes_in_real_time(lambda: q.get(timeout=0.05))
+    q.close()
+    assert installed_clock.ns == 0
+
+
+def test_asyncio_timers_keep_the_real_clock(installed_clock):
+    """On a frozen clock the event loop's timer was never due: asyncio.sleep never returned."""
+    import asyncio
+
+    result = {}
+
+    def run_loop():
+        result["value"] = asyncio.run(asyncio.sleep(0.05, result="woke"))
+
+    worker = threading.Thread(target=run_loop, daemon=True)
+    worker.start()
+    worker.join(5.0)
+    assert result.get("value") == "woke", "asyncio.sleep never returned"
+    assert installed_clock.ns == 0
+
+
+def test_file_baton_polling_keeps_the_real_clock(installed_clock, tmp_path):
+    """torch's extension builds wait for another process's baton file: each poll's sleep once moved a rank's
+    simulated clock, to 53,240 s in all."""
+    from torch.utils.file_baton import FileBaton
+
+    baton = tmp_path / "lock"
+    baton.write_text("")
+    threading.Timer(0.2, baton.unlink).start()
+    finishes_in_real_time(lambda: FileBaton(str(baton), wait_seconds=0.01).wait())
+    assert installed_clock.ns == 0
+
+
+def test_socket_timeouts_are_real(installed_clock):
+    import socket
+
+    a, b = socket.socketpair()
+    a.settimeout(0.05)
+    with pytest.raises(TimeoutError):
+        finishes_in_real_time(lambda: a.recv(1))
+    a.close()
+    b.close()
+    assert installed_clock.ns == 0
+
+
+@pytest.mark.parametrize("module, real", [
+    ("__main__", False), ("train", False), ("lightning.pytorch.callbacks.timer", False), ("tqdm.std", False),
+    ("logging", False), ("torch.distributed.fsdp._runtime_utils", False), ("multiprocessing.connection", True),
+    ("multiprocessing.queues", True), ("subprocess", True), ("asyncio.base_events", True),
+    ("torch.utils.file_baton", True), ("torch.multiprocessing.spawn", True),
+    ("torch.distributed.distributed_c10d", True), ("torch.distributed.elastic.timer.local_timer", True),
+    ("torch._inductor.compile_worker.subproc_pool", True), ("urllib3.util.retry", True),
+    ("huggingface_hub.utils._http", True), ("filelock._unix", True), ("phantora.transport.client", True),
+    ("threadingx", False), ("asyncio_helpers", False),
+])
+def test_which_callers_keep_the_real_clock(module, real):
+    """The rule (Note [Code that waits for other processes]): waiting machinery by module, whole packages, never
+    a module that only shares a prefix."""
+    assert clock_module._wants_real_clock(module) is real
