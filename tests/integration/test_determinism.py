@@ -20,14 +20,17 @@ def simulated_numbers(summary: dict) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ranks", [16])
-def test_results_are_bit_identical_under_random_scheduling(torchrun, ranks):
+@pytest.mark.parametrize("ranks,processes", [(16, "all"), (64, "auto")])
+def test_results_are_bit_identical_under_random_scheduling(torchrun, ranks, processes):
     """A tiny FSDP2 job, twice, each with its own seeded pattern of 0-2 ms delays before every batch a rank sends
     and every batch the server takes: the summary's simulated numbers and the trace are the same to the bit.
-    `ranks` is a multiple of a node's 8 GPUs."""
+    `ranks` is a multiple of a node's 8 GPUs; `processes`: every rank runs, or representative ranks (an FSDP
+    x TP job folds onto one process after one restart; docs/launcher.md)."""
     nodes = max(1, ranks // GPUS_PER_NODE)
     per_node = ranks // nodes
-    runs = [torchrun(per_node, "--nnodes", str(nodes), str(SCRIPTS / "parallel_train.py"), "--mode", "fsdp",
+    mode = "fsdp" if processes == "all" else "fsdp_tp"
+    runs = [torchrun(per_node, "--nnodes", str(nodes), "--ranks", processes, str(SCRIPTS / "parallel_train.py"),
+                     "--mode", mode,
                      "--dim", "128", "--layers", "2", "--steps", "2",
                      env={DELAY_ENV_VAR: "2", SEED_ENV_VAR: str(seed)}, timeout=1200) for seed in (1, 2)]
     for run in runs:
