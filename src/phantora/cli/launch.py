@@ -516,6 +516,7 @@ class _Launcher:
         if not reported:
             return None
         refined = self.config.symmetry_for(self.used_groups)
+        _write_folding(self.config.out_dir, refined, self.used_groups)
         if refined == self.symmetry:  # cannot be (it does not admit a reported group), but never loop
             refined = RankSymmetry.everyone(self.world_size)
         broken = next((g for g in self.used_groups if not self.symmetry.admits(g.ranks, whole=g.whole)),
@@ -804,6 +805,16 @@ def _clear_stale_outputs(out_dir: Path, ranks: Sequence[int]) -> None:
                 (rank_dir / name).unlink(missing_ok=True)
 
 
+FOLDING_FILE = "folding.json"
+"""`<out>/folding.json`: the folding of representative ranks a run started again with, and the groups that chose it."""
+
+
+def _write_folding(out_dir: Path, symmetry: RankSymmetry, groups: list[UsedGroup]) -> None:
+    record = {"world_size": symmetry.world_size, "folded_axes": symmetry.to_json(), "processes": symmetry.processes,
+              "groups": [{"ranks": list(g.ranks), "whole": g.whole} for g in groups]}
+    (out_dir / FOLDING_FILE).write_text(json.dumps(record, indent=1))
+
+
 def _ranks_text(ranks: list[int]) -> str:
     if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return f"{ranks[0]}..{ranks[-1]}"
@@ -815,6 +826,7 @@ def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_e
     own code for `phantora run`, 128+N on signal N). Reports are written in every case. With representative
     ranks, a run that finds a group its period does not admit starts again at a refined period."""
     symmetry, used_groups = config.first_symmetry(), []
+    (config.out_dir / FOLDING_FILE).unlink(missing_ok=True)  # an earlier run's
     while True:
         launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups)
         code = launcher.run()

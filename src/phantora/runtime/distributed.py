@@ -600,6 +600,10 @@ def stop_for_symmetry() -> None:
     os._exit(BROKEN_SYMMETRY_EXIT_CODE)
 
 
+_REAL_BACKENDS = ("gloo", "mpi", "ucc")
+"""Backends that move real data between the member processes (not "nccl": simulated; not "fake": silent)."""
+
+
 def _checked_group_creation(create):
     """c10d's one constructor of process groups, of every backend: the group must fit the symmetry."""
     signature = inspect.signature(create)
@@ -607,7 +611,7 @@ def _checked_group_creation(create):
     def create_checked(*args, **kwargs):
         bound = signature.bind(*args, **kwargs).arguments
         ranks, backend = tuple(bound.get("global_ranks_in_group") or ()), str(bound.get("backend", ""))
-        real = any(part.rsplit(":", 1)[-1] != "nccl" for part in backend.split(","))
+        real = any(part.rsplit(":", 1)[-1] in _REAL_BACKENDS for part in backend.split(","))
         if not ranks:  # the default group: the whole world
             ranks = tuple(range(_symmetry.world_size))
         elif c10d.GroupMember.WORLD is None or c10d.get_rank() not in ranks:
