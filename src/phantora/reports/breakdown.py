@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Iterable, Mapping, Protocol
 
 from phantora.engine.coordinator import HostWait, Span
 from phantora.models.power import GpuPower
@@ -179,14 +179,14 @@ def rank_breakdown(state: CoordinatorState, rank: int, *, host_end_ns: int = 0) 
         kernel_ns_by_class=dict(by_class))
 
 
-def asleep_intervals(state: CoordinatorState, ends_ns: list[int], until_ns: int) -> list[Interval]:
-    """When the run slept (Note [The program's own sleep]): every rank asleep or ended (rank r at `ends_ns[r]`)
-    and no GPU busy, within [0, until_ns)."""
+def asleep_intervals(state: CoordinatorState, ends_ns: Mapping[int, int], until_ns: int) -> list[Interval]:
+    """When the run slept (Note [The program's own sleep]): every rank asleep or ended (rank r at `ends_ns[r]`,
+    for each rank that ran) and no GPU busy, within [0, until_ns)."""
     asleep: list[Interval] = [(0, until_ns)]
-    for rank, end_ns in enumerate(ends_ns):
+    for rank, end_ns in ends_ns.items():
         resting = merge(state.host_sleeps(rank) + [(end_ns, until_ns)])
         asleep = intersection(asleep, resting)
         if not asleep:
             return []
-    busy = merge((s.start_ns, s.end_ns) for rank in range(len(ends_ns)) for s in state.spans(rank))
+    busy = merge((s.start_ns, s.end_ns) for rank in ends_ns for s in state.spans(rank))
     return _subtract(asleep, intersection(asleep, busy))

@@ -121,7 +121,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
     breakdowns = [rank_breakdown(coordinator, r, host_end_ns=_int(results.get(r, {}).get("host_ns")))
                   for r in ran]
     sim_ns = max((b.end_ns for b in breakdowns), default=0)
-    asleep_ns = length(asleep_intervals(coordinator, [b.end_ns for b in breakdowns], sim_ns))
+    asleep_ns = length(asleep_intervals(coordinator, {b.rank: b.end_ns for b in breakdowns}, sim_ns))
     awake_ns = sim_ns - asleep_ns
     rows = [_rank_row(b, awake_ns, results.get(b.rank)) for b in breakdowns]
     reported = list(results.values())

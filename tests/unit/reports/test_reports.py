@@ -236,3 +236,23 @@ def _trace_text(c, tmp_path) -> str:
     path = tmp_path / "trace_sleep.json"
     write_chrome_trace(path, c)
     return path.read_text()
+
+
+def test_summary_and_trace_of_representative_ranks_that_are_not_the_first_ones(tmp_path):
+    """A pipeline stage per node, the data-parallel axis folded: ranks 0, 1, 4 and 5 of 8 ran, each for two."""
+    from phantora.protocol.symmetry import Axis, RankSymmetry
+
+    symmetry = RankSymmetry(8, (Axis(2, 2),))
+    network = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=2, gpus_per_node=4)),
+                               compute_of=symmetry.representative)
+    c = Coordinator(8, network, symmetry=symmetry)
+    for rank in symmetry.representatives:
+        c.submit(rank, [KernelRecord(0, 0, 100 * (rank + 1), "gemm", 1e9, 0.0, "gemm"),
+                        HostSleepRecord(10, 50), RankFinished(600)])
+    s = summarise(c, tmp_path, representatives=symmetry.representatives, processes=[])
+    assert [r["rank"] for r in s["per_rank"]] == [0, 1, 4, 5] and s["representative_ranks"] == 4
+    assert s["flops"] == 8e9 and s["kernels"] == 8  # every rank's, mirrors included
+    assert s["simulated_time_s"] == 600e-9
+    write_chrome_trace(tmp_path / "trace.json", c)
+    pids = {e["pid"] for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"] if "pid" in e}
+    assert len(pids) == 4
