@@ -328,7 +328,7 @@ class _Outcome:
     signal: int | None = None
     root: _Culprit | CoordinatorFault | None = None
     refined: RankSymmetry | None = None
-    """A rank built a group the period does not admit: start again with this symmetry."""
+    """A rank used a group the folding does not admit: start again with this folding."""
     cutoff_s: float = 0.0
     """Monotonic time of the first failure: ranks that failed after it were told to stop (or stopped)."""
     error: str | None = None
@@ -387,6 +387,8 @@ class _Launcher:
         self._store = None
         """With mirrors, the launcher hosts the c10d store, as torchrun's agent does: rank 0's would wait for
         every rank of the world to connect."""
+        self.refined: RankSymmetry | None = None
+        """Set when the run stopped to start again with a finer folding (`_refined_symmetry`)."""
         self._grace_deadline: float | None = None
         self._next_progress = 0.0
         self._progress_records = 0
@@ -428,9 +430,6 @@ class _Launcher:
         wall_s = time.monotonic() - started
         return self._finish(outcome, wall_s)
 
-    refined: RankSymmetry | None = None
-    """Set when the run stopped to start again at a refined period."""
-
     # --- spawning ---------------------------------------------------------------------------------
     def _spawn_all(self) -> None:
         cfg = self.config
@@ -458,12 +457,11 @@ class _Launcher:
         return None
 
     def _rank_env(self, rank: int, local_rank: int) -> dict[str, str]:
-        mirrored = self.symmetry.mirrored
         rank_config = replace(self.config.rank_config, rank=rank, world_size=self.world_size,
                               coordinator=self.server.address, folded_axes=self.symmetry.to_json())
         env = rank_environment(self.config, rank, local_rank, rank_config=rank_config, token=self.server.token,
                                master_port=self.master_port)
-        if mirrored:
+        if self.symmetry.mirrored:
             env["TORCHELASTIC_USE_AGENT_STORE"] = "True"  # the launcher's store (`_spawn_all`)
         return env
 
@@ -516,9 +514,9 @@ class _Launcher:
         if not reported:
             return None
         refined = self.config.symmetry_for(self.used_groups)
-        _write_folding(self.config.out_dir, refined, self.used_groups)
         if refined == self.symmetry:  # cannot be (it does not admit a reported group), but never loop
             refined = RankSymmetry.everyone(self.world_size)
+        _write_folding(self.config.out_dir, refined, self.used_groups)
         broken = next((g for g in self.used_groups if not self.symmetry.admits(g.ranks, whole=g.whole)),
                       self.used_groups[-1])
         self.pump.say(f"phantora: the program uses the group {_ranks_text(list(broken.ranks))}"

@@ -59,9 +59,9 @@ _symmetry = RankSymmetry.everyone(1)
 _used_groups: list[UsedGroup] = []
 """Every group this rank built and every transfer it made: what the launcher chooses a folding from."""
 
-_world_store: tuple[dist.Store, int] | None = None
-"""The first group's store (the default group's, the same on every rank) and the group's size: kept until the
-process ends (Note [The store outlives every rank's reads])."""
+_world_store: dist.Store | None = None
+"""The first group's store (the default group's, the same on every rank): kept until the process ends
+(Note [The store outlives every rank's reads])."""
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -219,7 +219,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
         self._store = store
         global _world_store
         if _world_store is None:
-            _world_store = (store, size)
+            _world_store = store
         self.options = options or _Options()
         self.global_ranks = tuple(self.options.global_ranks_in_group or range(size))
         self._fits_symmetry = note_group(self.global_ranks)
@@ -568,7 +568,7 @@ def wait_for_every_rank_to_end() -> None:
     `destroy_process_group` does not stop its server either."""
     if _world_store is None:
         return
-    store, _ = _world_store
+    store = _world_store
     if store.add("phantora/ended", 1) == _symmetry.processes:  # the world, or its representatives
         store.set("phantora/all-ended", b"1")
     try:
