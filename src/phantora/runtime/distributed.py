@@ -575,10 +575,12 @@ def wait_for_every_rank_to_end() -> None:
 def check_symmetry(group: tuple[int, ...], *, point_to_point: bool = False, backend: str = "nccl") -> None:
     """Stop the rank, for the launcher to start the job again at a refined period, when the program builds a
     group (or makes a transfer) its period of representative ranks does not admit. A group of a real backend
-    (gloo) exchanges real data with every member: all of them must run."""
-    if not _symmetry.mirrored:
+    (gloo) exchanges real data with every member: all of them must run. One of torch's fake backend exchanges
+    nothing (TorchTitan builds the mesh dimensions it never communicates over on it): any period admits it."""
+    backends = [part.rsplit(":", 1)[-1] for part in backend.split(",")]
+    if not _symmetry.mirrored or all(name == "fake" for name in backends):
         return
-    simulated = all(part.rsplit(":", 1)[-1] == "nccl" for part in backend.split(","))
+    simulated = all(name == "nccl" for name in backends)
     if _symmetry.admits(group, point_to_point=point_to_point) if simulated else _symmetry.is_local(group):
         return
     record = {"group": list(group), "point_to_point": point_to_point, "backend": backend}
