@@ -224,8 +224,8 @@ def provenance(rows: list[dict]) -> list[str]:
     for row in rows:
         key = (SETS[row["set"]], row["gpu"], row["benchmark"], row["commit"], row["date"], row.get("note", ""))
         groups[key] = groups.get(key, 0) + 1
-    return [f"- {set_name}, {gpu}: {count} rows by `{benchmark}` at commit {commit} ({date})"
-            + (f"; {note}" if note else "") + "."
+    return [f"{set_name}, {gpu}: {count} rows by `{benchmark}` at commit {commit} ({date})"
+            + (f", {note}" if note else "")
             for (set_name, gpu, benchmark, commit, date, note), count in groups.items()]
 
 
@@ -234,10 +234,9 @@ def generated_block(rows: list[dict], split: dict[tuple[str, str], dict]) -> str
     comparisons = [comparison(row) for row in current]
     stored = {(row["name"], row["gpu"]) for row in current}
     missing = [f"{name} ({gpu})" for name, gpu in split if (name, gpu) not in stored]
-    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), "", "Where the rows come from:",
-             *provenance(current)]
-    if missing:
-        lines.append(f"- Not run yet: {', '.join(missing)}.")
+    not_run = [f"not run yet: {', '.join(missing)}"] if missing else []
+    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), "",
+             f"Where the rows come from: {'; '.join([*provenance(current), *not_run])}."]
     return "\n".join([*lines, END])
 
 
@@ -245,19 +244,23 @@ def published_block(results: dict) -> str:
     """TorchTitan's published runs against Phantora's prediction, as the published benchmark stored them."""
     lines = [PUBLISHED_BEGIN,
              "| run | GPUs | processes | tokens/s/GPU published | predicted | error | memory GiB published "
-             "| predicted | error | wall s |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| predicted | error | simulator wall s | simulated at |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for run in results["runs"]:
         pub, pred = run["published"], run["predicted"]
         tps, memory = pred["tokens_per_s_per_gpu"], pred["memory_gib"]
         lines.append(f"| {run['name']} | {run['gpus']} | {run['summary']['representative_ranks']} "
                      f"| {pub['tokens_per_s_per_gpu']:,.0f} | {tps:,.0f} "
                      f"| {_percent(error_pct(tps, pub['tokens_per_s_per_gpu']))} | {pub['memory_gib']:.1f} "
-                     f"| {memory:.2f} | {_percent(error_pct(memory, pub['memory_gib']))} | {run['wall_s']:.0f} |")
-    runs = ", ".join(f"`{run['name']}` at commit {run['commit']} ({run['date']}, {run['steps']} steps)"
-                     for run in results["runs"])
-    lines.append(f"\nPublished: {results['source']}. Simulated: {runs}.")
+                     f"| {memory:.2f} | {_percent(error_pct(memory, pub['memory_gib']))} | {run['wall_s']:.0f} "
+                     f"| {_short(run['commit'])}, {run['date']}, {run['steps']} steps |")
     return "\n".join([*lines, PUBLISHED_END])
+
+
+def _short(commit: str) -> str:
+    """A commit as `git rev-parse --short` writes it, with its "+dirty" mark."""
+    name, dirty, mark = commit.partition("+")
+    return name[:7] + dirty + mark
 
 
 def with_block(doc: str, block: str, begin: str = BEGIN, end: str = END) -> str:

@@ -133,7 +133,7 @@ PUBLISHED_RESULTS = {"source": "TorchTitan's table", "settings": {}, "runs": [
      "published": {"tokens_per_s_per_gpu": 5000, "memory_gib": 80.0},
      "predicted": {"tokens_per_s_per_gpu": 4750.0, "memory_gib": 82.0}, "wall_s": 240.0,
      "summary": {"representative_ranks": 8}},
-    {"name": "fsdp_128gpu", "gpus": 128, "nodes": 16, "steps": 6, "commit": "abc1234", "date": "2026-11-26",
+    {"name": "fsdp_128gpu", "gpus": 128, "nodes": 16, "steps": 6, "commit": "abc1234ffff+dirty", "date": "2026-11-26",
      "published": {"tokens_per_s_per_gpu": 4000, "memory_gib": 60.0},
      "predicted": {"tokens_per_s_per_gpu": 4200.0, "memory_gib": 60.0}, "wall_s": 300.0,
      "summary": {"representative_ranks": 8}},
@@ -148,9 +148,10 @@ def test_published_runs_get_their_own_table_where_the_doc_asks_for_it(tree):
     tree["doc"].write_text(tree["doc"].read_text() + PUBLISHED_SECTION)
     assert run(tree, "--published", str(results)) == 0
     doc = tree["doc"].read_text()
-    assert "| fsdp_8gpu | 8 | 8 | 5,000 | 4,750 | -5.0 % | 80.0 | 82.00 | +2.5 % | 240 |" in doc
-    assert "| fsdp_128gpu | 128 | 8 | 4,000 | 4,200 | +5.0 % | 60.0 | 60.00 | +0.0 % | 300 |" in doc
-    assert "stale" not in doc and "Published: TorchTitan's table." in doc
+    assert "| fsdp_8gpu | 8 | 8 | 5,000 | 4,750 | -5.0 % | 80.0 | 82.00 | +2.5 % | 240 | abc1234, 2026-11-26, 6 steps |" \
+        in doc
+    assert "| fsdp_128gpu | 128 | 8 | 4,000 | 4,200 | +5.0 % | 60.0 | 60.00 | +0.0 % | 300 | abc1234+dirty," in doc
+    assert "stale" not in doc
     assert run(tree, "--published", str(results), "--check") == 0
 
 

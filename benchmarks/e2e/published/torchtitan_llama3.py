@@ -10,6 +10,7 @@ numbers are held out: no constant of Phantora was fitted on them.
     python -m benchmarks.e2e.published.torchtitan_llama3                 # both runs, store the results
     python -m benchmarks.e2e.published.torchtitan_llama3 --only fsdp_8gpu --steps 5
     python -m benchmarks.e2e.published.torchtitan_llama3 --print         # the stored results' table only
+    python -m benchmarks.e2e.published.torchtitan_llama3 --no-power-cap  # a what-if, printed, not stored
 
 Results: data/h100/e2e/published_torchtitan/results.json (+ meta.json, README.md); docs/accuracy.md's
 "Published benchmarks" section is generated from them by `python -m benchmarks.e2e.report`.
@@ -90,9 +91,9 @@ def torchtitan_args(run: PublishedRun, steps: int, dump_folder: str) -> list[str
     ]
 
 
-def phantora_command(run: PublishedRun, steps: int, out: str) -> list[str]:
+def phantora_command(run: PublishedRun, steps: int, out: str, extra: list[str]) -> list[str]:
     return [*PHANTORA, "torchrun", "--cluster", str(CLUSTER.relative_to(REPO)), "--host-contention", "none",
-            "--out", out, "--no-progress", "--nnodes", str(run.nodes), "--nproc-per-node", str(GPUS_PER_NODE),
+            "--out", out, "--no-progress", *extra, "--nnodes", str(run.nodes), "--nproc-per-node", str(GPUS_PER_NODE),
             "-m", "torchtitan.train", *torchtitan_args(run, steps, f"{out}/torchtitan")]
 
 
@@ -138,10 +139,10 @@ def step_breakdown(summary: dict) -> dict:
     return {key: summary[key] for key in keys}
 
 
-def simulate(run: PublishedRun, steps: int) -> dict:
+def simulate(run: PublishedRun, steps: int, extra: list[str]) -> dict:
     ensure_data()
     with tempfile.TemporaryDirectory() as out:
-        command = phantora_command(run, steps, out)
+        command = phantora_command(run, steps, out, extra)
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         wall_s = time.monotonic() - started
@@ -208,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help=f"comma-separated runs: {', '.join(p.name for p in PUBLISHED)}")
     parser.add_argument("--steps", type=int, default=6, help=f"training steps per run (> {WARMUP_STEPS} warm-up)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="run nothing: the stored table")
+    parser.add_argument("--no-power-cap", action="store_true",
+                        help="what-if: GPUs never slowed by their power limit (printed, not stored)")
     args = parser.parse_args(argv)
     if args.print_only:
         print_table(json.loads((RESULTS_DIR / "results.json").read_text())["runs"])
@@ -223,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         if names and run.name not in names:
             continue
         try:
-            results.append(simulate(run, args.steps))
+            results.append(simulate(run, args.steps, ["--no-power-cap"] * args.no_power_cap))
         except RuntimeError as error:
             print(f"{run.name}: FAILED: {str(error).splitlines()[0]}", file=sys.stderr)
             return 1
         print(f"{run.name}: done in {results[-1]['wall_s']:.0f} s", flush=True)
-    print(f"wrote {store(results, sys.argv[1:] if argv is None else argv)}")
+    if not args.no_power_cap:
+        print(f"wrote {store(results, sys.argv[1:] if argv is None else argv)}")
     print_table(results)
     return 0
 
