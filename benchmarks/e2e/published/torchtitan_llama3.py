@@ -213,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="what-if: GPUs never slowed by their power limit (printed, not stored)")
     args = parser.parse_args(argv)
     if args.print_only:
-        print_table(json.loads((RESULTS_DIR / "results.json").read_text())["runs"])
+        stored = RESULTS_DIR / "results.json"
+        if not stored.exists():
+            parser.error(f"{stored} does not exist: run the benchmark first")
+        print_table(json.loads(stored.read_text())["runs"])
         return 0
     names = set(filter(None, args.only.split(",")))
     unknown = names - {p.name for p in PUBLISHED}
