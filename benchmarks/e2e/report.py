@@ -4,7 +4,9 @@ Two benchmarks compare Phantora with real runs and write their rows with `--json
 `benchmarks/e2e/accuracy.py` (the fitting set) and `benchmarks/e2e/frameworks/accuracy.py` (the framework
 programs, held out). This script copies such rows into `data/<gpu>/e2e/accuracy/rows.json`, one file per GPU model,
 each row as its benchmark wrote it plus its set (from `benchmarks/e2e/split.toml`), the commit and the date;
-then it rewrites the table and the summary lines between the markers of docs/accuracy.md.
+then it rewrites the table and the summary lines between the markers of docs/accuracy.md. Where the doc has the
+"published" markers, it also rewrites the table of TorchTitan's published runs from the results that
+`benchmarks/e2e/published/torchtitan_llama3.py` stored (data/h100/e2e/published_torchtitan/results.json).
 
     python -m benchmarks.e2e.report                          # rewrite the table from data/*/e2e/accuracy/rows.json
     python -m benchmarks.e2e.report --check                  # exit 1 if docs/accuracy.md is not what it would write
@@ -32,6 +34,8 @@ from benchmarks.common.paths import BENCHMARKS, DATA, REPO
 DOC = REPO / "docs" / "accuracy.md"
 SPLIT = BENCHMARKS / "e2e" / "split.toml"
 BEGIN, END = "<!-- table:begin -->", "<!-- table:end -->"
+PUBLISHED = DATA / "h100" / "e2e" / "published_torchtitan" / "results.json"
+PUBLISHED_BEGIN, PUBLISHED_END = "<!-- published:begin -->", "<!-- published:end -->"
 SETS = {"fitting": "fitting", "held_out": "held out"}
 # Which benchmark wrote a row, told by its shape: the fitting benchmark pairs (measured, predicted) per quantity,
 # the framework benchmark nests a "measured" and a "predicted" record.
@@ -220,8 +224,8 @@ def provenance(rows: list[dict]) -> list[str]:
     for row in rows:
         key = (SETS[row["set"]], row["gpu"], row["benchmark"], row["commit"], row["date"], row.get("note", ""))
         groups[key] = groups.get(key, 0) + 1
-    return [f"- {set_name}, {gpu}: {count} rows by `{benchmark}` at commit {commit} ({date})"
-            + (f"; {note}" if note else "") + "."
+    return [f"{set_name}, {gpu}: {count} rows by `{benchmark}` at commit {commit} ({date})"
+            + (f", {note}" if note else "")
             for (set_name, gpu, benchmark, commit, date, note), count in groups.items()]
 
 
@@ -230,19 +234,51 @@ def generated_block(rows: list[dict], split: dict[tuple[str, str], dict]) -> str
     comparisons = [comparison(row) for row in current]
     stored = {(row["name"], row["gpu"]) for row in current}
     missing = [f"{name} ({gpu})" for name, gpu in split if (name, gpu) not in stored]
-    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), "", "Where the rows come from:",
-             *provenance(current)]
-    if missing:
-        lines.append(f"- Not run yet: {', '.join(missing)}.")
+    not_run = [f"not run yet: {', '.join(missing)}"] if missing else []
+    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), "",
+             f"Where the rows come from: {'; '.join([*provenance(current), *not_run])}."]
     return "\n".join([*lines, END])
 
 
-def with_block(doc: str, block: str) -> str:
+def published_block(results: dict) -> str:
+    """TorchTitan's published runs against Phantora's prediction, as the published benchmark stored them."""
+    lines = [PUBLISHED_BEGIN,
+             "| run | GPUs | processes | tokens/s/GPU published | predicted | error | memory GiB published "
+             "| predicted | error | simulator wall s | simulated at |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for run in results["runs"]:
+        pub, pred = run["published"], run["predicted"]
+        tps, memory = pred["tokens_per_s_per_gpu"], pred["memory_gib"]
+        lines.append(f"| {run['name']} | {run['gpus']} | {run['summary']['representative_ranks']} "
+                     f"| {pub['tokens_per_s_per_gpu']:,.0f} | {tps:,.0f} "
+                     f"| {_percent(error_pct(tps, pub['tokens_per_s_per_gpu']))} | {pub['memory_gib']:.1f} "
+                     f"| {memory:.2f} | {_percent(error_pct(memory, pub['memory_gib']))} | {run['wall_s']:.0f} "
+                     f"| {_short(run['commit'])}, {run['date']}, {run['steps']} steps |")
+    return "\n".join([*lines, PUBLISHED_END])
+
+
+def _short(commit: str) -> str:
+    """A commit as `git rev-parse --short` writes it, with its "+dirty" mark."""
+    name, dirty, mark = commit.partition("+")
+    return name[:7] + dirty + mark
+
+
+def with_block(doc: str, block: str, begin: str = BEGIN, end: str = END) -> str:
     """The document with the text between the markers (markers included) replaced by `block`."""
-    start, end = doc.find(BEGIN), doc.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the document has no {BEGIN} ... {END} markers")
-    return doc[:start] + block + doc[end + len(END):]
+    start, stop = doc.find(begin), doc.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"the document has no {begin} ... {end} markers")
+    return doc[:start] + block + doc[stop + len(end):]
+
+
+def updated_doc(doc: str, rows: list[dict], split: dict[tuple[str, str], dict], published: Path) -> str:
+    """The accuracy table rewritten, and the published runs' table where the doc has its markers."""
+    updated = with_block(doc, generated_block(rows, split))
+    if PUBLISHED_BEGIN not in doc:
+        return updated
+    if not published.exists():
+        raise ValueError(f"{published} does not exist: run python -m benchmarks.e2e.published.torchtitan_llama3")
+    return with_block(updated, published_block(json.loads(published.read_text())), PUBLISHED_BEGIN, PUBLISHED_END)
 
 
 def head_commit() -> str:
@@ -261,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC)
     parser.add_argument("--split", type=Path, default=SPLIT)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--published", type=Path, default=PUBLISHED,
+                        help="results of benchmarks/e2e/published/torchtitan_llama3.py")
     args = parser.parse_args(argv)
     split = load_split(args.split)
     if args.rows:
@@ -271,7 +309,11 @@ def main(argv: list[str] | None = None) -> int:
                                 date=args.date or datetime.date.today().isoformat(), note=args.note):
             print(f"wrote {path}")
     doc = args.doc.read_text()
-    updated = with_block(doc, generated_block(read_stored(args.data), split))
+    try:
+        updated = updated_doc(doc, read_stored(args.data), split, args.published)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
     if args.check:
         if updated != doc:
             print(f"{args.doc} is out of date: run python -m benchmarks.e2e.report", file=sys.stderr)

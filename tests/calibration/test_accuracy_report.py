@@ -125,3 +125,38 @@ def test_the_shipped_split_holds_both_sets_and_the_doc_is_current():
     assert sets == {"fitting", "held_out"}
     assert sum(entry["set"] == "fitting" for entry in split.values()) == 23
     assert report.main(["--check"]) == 0
+
+
+# As benchmarks/e2e/published/torchtitan_llama3.py stores its results (the fields the doc shows).
+PUBLISHED_RESULTS = {"source": "TorchTitan's table", "settings": {}, "runs": [
+    {"name": "fsdp_8gpu", "gpus": 8, "nodes": 1, "steps": 6, "commit": "abc1234", "date": "2026-11-26",
+     "published": {"tokens_per_s_per_gpu": 5000, "memory_gib": 80.0},
+     "predicted": {"tokens_per_s_per_gpu": 4750.0, "memory_gib": 82.0}, "wall_s": 240.0,
+     "summary": {"representative_ranks": 8}},
+    {"name": "fsdp_128gpu", "gpus": 128, "nodes": 16, "steps": 6, "commit": "abc1234ffff+dirty", "date": "2026-11-26",
+     "published": {"tokens_per_s_per_gpu": 4000, "memory_gib": 60.0},
+     "predicted": {"tokens_per_s_per_gpu": 4200.0, "memory_gib": 60.0}, "wall_s": 300.0,
+     "summary": {"representative_ranks": 8}},
+]}
+PUBLISHED_SECTION = "\n## Published\n\n<!-- published:begin -->\nstale\n<!-- published:end -->\n"
+
+
+def test_published_runs_get_their_own_table_where_the_doc_asks_for_it(tree):
+    import_both(tree)
+    results = tree["root"] / "published.json"
+    results.write_text(json.dumps(PUBLISHED_RESULTS))
+    tree["doc"].write_text(tree["doc"].read_text() + PUBLISHED_SECTION)
+    assert run(tree, "--published", str(results)) == 0
+    doc = tree["doc"].read_text()
+    assert "| fsdp_8gpu | 8 | 8 | 5,000 | 4,750 | -5.0 % | 80.0 | 82.00 | +2.5 % | 240 | abc1234, 2026-11-26, 6 steps |" \
+        in doc
+    assert "| fsdp_128gpu | 128 | 8 | 4,000 | 4,200 | +5.0 % | 60.0 | 60.00 | +0.0 % | 300 | abc1234+dirty," in doc
+    assert "stale" not in doc
+    assert run(tree, "--published", str(results), "--check") == 0
+
+
+def test_published_markers_without_results_are_an_error(tree, capsys):
+    import_both(tree)
+    tree["doc"].write_text(tree["doc"].read_text() + PUBLISHED_SECTION)
+    assert run(tree, "--published", str(tree["root"] / "missing.json")) == 1
+    assert "missing.json does not exist" in capsys.readouterr().err

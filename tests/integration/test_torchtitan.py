@@ -144,3 +144,20 @@ def test_pipeline_parallel_llama3_8b(titan):
                 "--parallelism.data_parallel_shard_degree", "1", "--training.seq_len", "256")
     logged = check_ran(run)
     assert min(mem for rank_steps in logged.values() for _, mem, _ in rank_steps) > 30  # half of 8B + AdamW each
+
+
+@pytest.mark.slow
+def test_fsdp_over_two_nodes_runs_one_representative_rank(torchrun, dataset, tmp_path):
+    """TorchTitan builds the mesh dimensions it never communicates over (pp, cp, tp of degree 1) on torch's fake
+    backend, which exchanges nothing: one process stands for all four ranks (protocol/symmetry.py Note
+    [Representative ranks]), and rank 0 logs what it logs when every rank runs."""
+    def two_nodes(*ranks: str):
+        return torchrun(2, "--nnodes", "2", "--host-contention", "none", *ranks, "-m", "torchtitan.train",
+                        "--job.config_file", str(LLAMA3), "--job.dump_folder", str(tmp_path / "dump"),
+                        "--training.dataset_path", str(dataset), *SMALL, "--parallelism.data_parallel_shard_degree",
+                        "4")
+    auto, every = two_nodes(), two_nodes("--ranks", "all")
+    assert auto.code == 0, auto.stderr[-4000:]
+    assert (auto.summary["representative_ranks"], every.summary["representative_ranks"]) == (1, 4)
+    assert "starting again" not in auto.stderr
+    assert steps(auto) == {0: check_ran(every)[0]}
