@@ -442,17 +442,20 @@ class SimulatedOutOfMemoryError(Exception):
 class Stat:
     """One counter of DeviceStats. c10/core/Allocator.h: Stat (increase/decrease/reset_*)."""
 
-    __slots__ = ("current", "peak", "allocated", "freed")
+    __slots__ = ("current", "peak", "run_peak", "allocated", "freed")
 
     def __init__(self) -> None:
         self.current = 0
         self.peak = 0
+        self.run_peak = 0
+        """The peak over the whole run: the program's `reset_peak_memory_stats` does not reset it."""
         self.allocated = 0
         self.freed = 0
 
     def increase(self, amount: int) -> None:
         self.current += amount
         self.peak = max(self.current, self.peak)
+        self.run_peak = max(self.current, self.run_peak)
         self.allocated += amount
 
     def decrease(self, amount: int) -> None:
@@ -763,6 +766,15 @@ class CachingAllocatorModel:
     def peak_reserved_bytes(self) -> int:
         """torch.cuda.max_memory_reserved()."""
         return self._reserved_bytes[_AGGREGATE].peak
+
+    @property
+    def run_peak_allocated_bytes(self) -> int:
+        """The most ever allocated, whatever peak resets the program made (the summary's peak memory)."""
+        return self._allocated_bytes[_AGGREGATE].run_peak
+
+    @property
+    def run_peak_reserved_bytes(self) -> int:
+        return self._reserved_bytes[_AGGREGATE].run_peak
 
     def mem_get_info(self) -> tuple[int, int]:
         """torch.cuda.mem_get_info(): (free, total) bytes of the device."""

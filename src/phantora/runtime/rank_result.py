@@ -22,8 +22,8 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         mem = allocator.memory_stats()
         devices.append({
             "index": index,
-            "peak_allocated_bytes": mem["allocated_bytes.all.peak"],
-            "peak_reserved_bytes": mem["reserved_bytes.all.peak"],
+            "peak_allocated_bytes": allocator.run_peak_allocated_bytes,  # not reset by the program's resets
+            "peak_reserved_bytes": allocator.run_peak_reserved_bytes,
             "allocated_bytes": mem["allocated_bytes.all.current"],
             "reserved_bytes": mem["reserved_bytes.all.current"],
             "num_ooms": mem.get("num_ooms", 0),

@@ -401,6 +401,10 @@ def test_reset_peak_stats() -> None:
     m.reset_peak_stats()
     assert m.peak_allocated_bytes == 0
     assert m.peak_reserved_bytes == 100 * MiB  # still reserved
+    assert m.run_peak_allocated_bytes == 100 * MiB  # the run's peak, for the summary, survives the reset
+    m.empty_cache()
+    m.reset_peak_stats()
+    assert m.peak_reserved_bytes == 0 and m.run_peak_reserved_bytes == 100 * MiB
 
 
 def test_invalid_pointers_are_rejected() -> None:
