@@ -74,8 +74,9 @@ from phantora.models.compute import GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.cuda_checks import check_like_cuda
+from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
 from phantora.runtime.memory_tracker import MemoryTracker
-from phantora.runtime.session import Session
+from phantora.runtime.session import CostedOp, Session
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
@@ -208,14 +209,17 @@ class KernelRecorder:
     def current_stream_id(self, device: int) -> int:
         return self._current_stream(device)
 
-    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any,
+               cached: CachedOp | None = None) -> None:
+        """`cached`: the op's entry in the dispatch cache, which keeps what follows from its metadata alone
+        (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
         if self.suppressed():
             return
-        outputs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
+        outputs = [o for o in _leaves(out) if isinstance(o, FakeTensor)]
         device = _cuda_index(outputs)
-        flat = spec = None
+        flat = None
         if device is None:
-            flat, spec = tree_flatten((args, kwargs))
+            flat = _leaves((args, kwargs))
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
@@ -229,16 +233,26 @@ class KernelRecorder:
         if func.overloadpacket in _CUBLAS_OPS:  # the engine's thread has its own cuBLAS handle
             self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
         if launches_no_kernel(func):
-            self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
+            self.session.host_only_op(_name(func), allocates=func in _ALLOCATIONS)
             return
         shadowed = shadows.applies(func)
         if self.unwaited or shadowed:
             if flat is None:
-                flat, spec = tree_flatten((args, kwargs))
+                flat = _leaves((args, kwargs))
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
-            propagated = shadowed and shadows.propagate(func, flat, spec, out)
+            propagated = shadowed and shadows.propagate(func, args, kwargs, inputs, out)
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
-        self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
+        self.session.launch_costed(self._cost(func, args, kwargs, outputs, cached), (device, stream_id),
+                                   backward=backward)
+
+    def _cost(self, func, args: tuple, kwargs: dict, outputs: list, cached: CachedOp | None) -> CostedOp:
+        """The op's costs; kept in its dispatch-cache entry, if it has one, while costs cannot change."""
+        if cached is not None and cached.costed is not None:
+            return cached.costed
+        costed = self.session.cost(make_op_call(func, args, kwargs, outputs))
+        if cached is not None and self.session.costs_are_fixed:
+            cached.costed = costed
+        return costed
 
     def _in_backward(self, node: Any) -> bool:
         """Whether the autograd engine itself issues the op being recorded (`issued_by_engine`; models/host.py:
@@ -292,6 +306,8 @@ class RecordingFakeMode(FakeTensorMode):
         """`value` is True while HybridMode is routing an op on this thread."""
         self.one_op_at_a_time = threading.RLock()
         """Held while an op on fake tensors runs, whatever thread issued it (Note [Host threads])."""
+        self.dispatch_cache = DispatchCache(self) if enabled_by_environment() else None
+        """dispatch_cache.py Note [Replaying FakeTensorMode's cache]; None: every op takes FakeTensorMode's path."""
 
     def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
         with self.one_op_at_a_time:
@@ -310,6 +326,15 @@ class RecordingFakeMode(FakeTensorMode):
             self._depth.value = 0
         self.recorder.record(func, args, kwargs, out)
         return out
+
+    def replay(self, cached: CachedOp, func, args: tuple, kwargs: dict) -> Any:
+        """What `dispatch` does for an op whose FakeTensorMode cache entry is known, without the re-dispatch:
+        the entry's outputs, recorded (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
+        with self.one_op_at_a_time:
+            out = self.dispatch_cache.outputs(cached, func, args)
+            if not getattr(self._depth, "value", 0):
+                self.recorder.record(func, args, kwargs, out, cached)
+            return out
 
     # FakeTensorMode's per-thread state, per thread (Note [Host threads])
     @property
@@ -407,6 +432,12 @@ class HybridMode(TorchDispatchMode):
 
     supports_higher_order_operators = True
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: TorchDispatchMode would wrap `__torch_dispatch__` in `torch._disable_dynamo`, which keeps dynamo
+        from compiling the mode's frames at a cost on every op; dynamo compiles nothing here (runtime/compile.py)."""
+        return False
+
     def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
         super().__init__()
         self.fake_mode = fake_mode
@@ -430,23 +461,24 @@ class HybridMode(TorchDispatchMode):
         active_fake = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
-        flat, _ = tree_flatten((args, kwargs))
-        subclasses = [type(a) for a in flat if _has_own_dispatch(type(a))]
+        flat = _leaves((args, kwargs))
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        subclasses = [type(a) for a in tensors if _has_own_dispatch(type(a))]
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
                 self.session.async_collective_op(*_async_collective_work(func, args, kwargs))
             else:
                 self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]
-        has_fake = any(isinstance(a, FakeTensor) for a in flat)
+        has_fake = any(isinstance(a, FakeTensor) for a in tensors)
         if not has_fake and not _wants_cuda(kwargs, flat):
-            if any(isinstance(a, torch.Tensor) for a in flat):
+            if tensors:
                 return func(*args, **kwargs)  # real CPU work
             return self._factory(func, args, kwargs)
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(self, func, args, kwargs)
-        if any(_is_foreign(a) for a in flat):
+        if any(_is_foreign(a) for a in tensors):
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
@@ -456,11 +488,30 @@ class HybridMode(TorchDispatchMode):
 
     def run_fake(self, func, args: tuple, kwargs: dict) -> Any:
         """Run `func` under the recording fake mode, real (CPU or meta) inputs made fake first."""
-        if any(_is_foreign(a) for a in tree_flatten((args, kwargs))[0]):
+        if any(_is_foreign(a) for a in _leaves((args, kwargs))):
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
     def _run_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
+        """Run `func` under the recording fake mode, or replay it from the dispatch cache (dispatch_cache.py
+        Note [Replaying FakeTensorMode's cache])."""
+        cache = self.fake_mode.dispatch_cache
+        if cache is None or type(func) is not torch._ops.OpOverload:
+            return self._through_fake_mode(func, args, kwargs)
+        key = cache.key(func, args, kwargs)
+        if key is None:
+            return self._through_fake_mode(func, args, kwargs)
+        cached = cache.lookup(key)
+        if cached is not None:
+            return self.fake_mode.replay(cached, func, args, kwargs)
+        if cache.knows(key):  # FakeTensorMode does not cache this call
+            return self._through_fake_mode(func, args, kwargs)
+        fake_mode_key = cache.fake_mode_key(func, args, kwargs)
+        out = self._through_fake_mode(func, args, kwargs)
+        cache.learn(key, fake_mode_key)
+        return out
+
+    def _through_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
         try:
             with self.fake_mode:
                 return func(*args, **kwargs)
@@ -535,6 +586,46 @@ def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | N
     with torch._C._DisableTorchDispatch():
         count = int(known.expand(torch.broadcast_shapes(source.shape, mask.shape)).sum())
         return torch.empty(count, dtype=source.dtype, device="meta")
+
+
+def _leaves(value: Any) -> list:
+    """`tree_flatten(value)[0]`, faster for what ops take and return: tensors and scalars in lists and tuples."""
+    found: list = []
+    _collect(value, found)
+    return found
+
+
+_SEQUENCES = frozenset({tuple, list, torch.Size})
+_LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
+"""Types `tree_flatten` takes as leaves (with tensors)."""
+
+
+def _collect(value: Any, found: list) -> None:
+    kind = type(value)
+    if kind in _SEQUENCES:
+        for v in value:
+            if type(v) in _LEAVES or isinstance(v, torch.Tensor):
+                found.append(v)
+            else:
+                _collect(v, found)
+    elif kind in _LEAVES or isinstance(value, torch.Tensor):
+        found.append(value)
+    elif kind is dict:
+        for v in value.values():
+            _collect(v, found)
+    else:
+        found.extend(tree_flatten(value)[0])
+
+
+_names: dict[Any, str] = {}
+
+
+def _name(func: Any) -> str:
+    """`str(func)`, once per op."""
+    name = _names.get(func)
+    if name is None:
+        name = _names[func] = str(func)
+    return name
 
 
 def _numel(size) -> int:

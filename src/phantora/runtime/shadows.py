@@ -221,10 +221,13 @@ class Shadows:
             return None
         return _call_real(func, spec, inputs[0])
 
-    def propagate(self, func, flat: list, spec, out) -> bool:
-        """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
-        `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
-        the op's written inputs keep valid shadows)."""
+    def propagate(self, func, args: tuple, kwargs: dict, tensors: list, out) -> bool:
+        """Run `func` for real if every fake tensor input has a shadow; shadow its results. `tensors`: the
+        op's tensor arguments. Returns whether it did (then the op's written inputs keep valid shadows)."""
+        if func.overloadpacket not in SHAPE_FACTORIES and any(
+                isinstance(t, FakeTensor) and self._known(t) is None for t in tensors):
+            return False  # the usual answer, without flattening the arguments
+        flat, spec = tree_flatten((args, kwargs))
         inputs = self._real_inputs(func, flat)
         if inputs is None:
             return False

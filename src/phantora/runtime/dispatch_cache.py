@@ -1,0 +1,164 @@
+"""A cheaper way to FakeTensorMode's own dispatch cache, for ops already seen with the same inputs.
+
+Note: [Replaying FakeTensorMode's cache]
+Most of an intercepted op's cost was FakeTensorMode's dispatch: on each op it builds a cache key of every
+input tensor's full metadata (`extract_tensor_metadata`: memory format, sparsity, ...), looks up an entry
+and rebuilds the outputs from it, all behind a re-dispatch into the mode (mode push and pop, the C++
+dispatcher, FakeTensor's own `__torch_dispatch__`). In a training loop nearly every op hits that cache.
+
+`DispatchCache` keys an op by what FakeTensorMode's key holds, read more cheaply: the op; the default dtype
+and device and inference mode; for each fake tensor its dtype, shape, strides, device, storage offset,
+storage size, `requires_grad`, conjugate, negative and inference bits (layout strided; the memory format
+and the quantized and sparse bits FakeTensorMode also keys by follow from these); for each other argument
+its type and value, lists by type and length. Any argument it cannot key the same way (a real tensor, a
+fake tensor of another mode or with a constant, a symbolic size, a generator, a function) makes the op
+take FakeTensorMode's path. Equal keys here mean equal keys there, so on a hit FakeTensorMode would hit
+its cache too, with the entry that the first call of this key left: `DispatchCache` keeps that very entry
+and builds the outputs from it exactly as `FakeTensorMode._output_from_cache_entry` does: an in-place op
+returns its input, a view shares its input's storage (`set_`), anything else gets a fresh meta storage.
+Aliasing, storage identity and version counters are therefore what FakeTensorMode gives: the version
+counter and autograd's view tracking are the autograd layer's, above the interception, on either path.
+
+An entry is learnt only from a call that went through FakeTensorMode and succeeded (so the CUDA checks,
+Note [Checks of the CUDA kernels], passed for these dtypes) and for which FakeTensorMode stored a valid
+cache entry: ops it declines to cache (data-dependent output shapes, in-place views, `_unsafe_view`,
+custom ops, ...) always take its path. The entry also holds what the recorder derives from the op's
+metadata alone (its `OpCall` and what the cost models say of it, `Session.cost`), so a hit neither rebuilds
+nor re-hashes them.
+
+`PHANTORA_DISPATCH_CACHE=0` turns the cache off; a test runs programs both ways and compares every record.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    FakeTensor,
+    FakeTensorMode,
+    _BypassDispatchCache,
+    _CacheKeyState,
+    _DispatchCacheValidEntry,
+)
+
+_SCALARS = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                      torch.memory_format})
+"""Argument types keyed by type and value, as FakeTensorMode keys them."""
+
+MAX_ENTRIES = 1 << 16
+"""Keys kept before the cache starts over (a program whose shapes never repeat must not grow it forever)."""
+
+_strided = torch.strided
+_get_default_dtype = torch.get_default_dtype
+_get_default_device = torch._C._get_default_device
+_inference_mode = torch.is_inference_mode_enabled
+
+
+def enabled_by_environment() -> bool:
+    return os.environ.get("PHANTORA_DISPATCH_CACHE", "1") != "0"
+
+
+class CachedOp:
+    """What one key's first call left: FakeTensorMode's cache entry, and the op's costs once worked out
+    (`Session.cost`: the recorder keeps them here)."""
+
+    __slots__ = ("entry", "costed")
+
+    def __init__(self, entry: _DispatchCacheValidEntry) -> None:
+        self.entry = entry
+        self.costed = None
+
+
+class DispatchCache:
+    """Note [Replaying FakeTensorMode's cache]."""
+
+    def __init__(self, mode: FakeTensorMode) -> None:
+        self._mode = mode
+        self._ops: dict[tuple, CachedOp | None] = {}
+        """Key -> the cached op, or None: FakeTensorMode does not cache it."""
+
+    # -- keys ------------------------------------------------------------------------------
+    def key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
+        """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it."""
+        parts: list = [func, _get_default_dtype(), _get_default_device(), _inference_mode()]
+        if not self._add(parts, args):
+            return None
+        if kwargs:
+            for name, value in kwargs.items():
+                parts.append(name)
+                if not self._add(parts, (value,)):
+                    return None
+        return tuple(parts)
+
+    def _add(self, parts: list, values: tuple | list) -> bool:
+        mode = self._mode
+        for v in values:
+            kind = type(v)
+            if kind in _SCALARS:
+                parts.append(kind)
+                parts.append(v)
+            elif kind is list or kind is tuple or kind is torch.Size:
+                parts.append(kind)
+                parts.append(len(v))
+                if not self._add(parts, v):
+                    return False
+            elif isinstance(v, FakeTensor):
+                if v.fake_mode is not mode or v.constant is not None or v.layout is not _strided:
+                    return False
+                parts.append((v.dtype, v.shape, v.stride(), v.fake_device, v.storage_offset(),
+                              v.untyped_storage().nbytes(), v.requires_grad, v.is_conj(), v.is_neg(),
+                              v.is_inference()))
+            else:
+                return False
+        return True
+
+    # -- lookups -----------------------------------------------------------------------------
+    def lookup(self, key: tuple) -> CachedOp | None:
+        return self._ops.get(key)
+
+    def knows(self, key: tuple) -> bool:
+        """Whether `key` was seen: either cached, or known to take FakeTensorMode's path."""
+        return key in self._ops
+
+    def fake_mode_key(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """FakeTensorMode's own key of this call (before it runs: an op may change its inputs), None if it
+        would not cache the call."""
+        try:
+            return self._mode._cache_key(_CacheKeyState(self._mode.shape_env), func, args, kwargs)
+        except _BypassDispatchCache:
+            return None
+
+    def learn(self, key: tuple, fake_mode_key: Any) -> None:
+        """The call keyed `key` succeeded through FakeTensorMode: keep the entry it cached, if it did."""
+        if len(self._ops) >= MAX_ENTRIES:
+            self._ops.clear()
+        entry = FakeTensorMode.cache.get(fake_mode_key) if fake_mode_key is not None else None
+        self._ops[key] = CachedOp(entry) if isinstance(entry, _DispatchCacheValidEntry) else None
+
+    # -- outputs -----------------------------------------------------------------------------
+    def outputs(self, cached: CachedOp, func: Any, args: tuple) -> Any:
+        """The op's outputs, built from its entry as `FakeTensorMode._output_from_cache_entry` builds them."""
+        entry = cached.entry
+        if entry.is_output_tuple:
+            return tuple(self._output(info, func, args) for info in entry.output_infos)
+        return self._output(entry.output_infos[0], func, args)
+
+    def _output(self, info: Any, func: Any, args: tuple) -> Any:
+        if info.inplace_idx is not None:
+            return args[info.inplace_idx]
+        meta = info.metadata
+        if meta is None:
+            return info.constant_value if info.view_idx is None else None
+        with torch._C._DisableTorchDispatch():
+            empty = torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, layout=meta.layout,
+                                        device="meta", requires_grad=meta.requires_grad)
+            if meta.is_conj:
+                torch._C._set_conj(empty, True)
+            if meta.is_neg:
+                torch._C._set_neg(empty, True)
+            if func.is_view:  # a view shares its input's storage
+                storage = args[info.view_idx].untyped_storage()
+                empty.set_(storage, meta.storage_offset, meta.shape, meta.stride)
+        return FakeTensor(self._mode, empty, meta.device)
