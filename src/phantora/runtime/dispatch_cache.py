@@ -79,6 +79,10 @@ class DispatchCache:
         self._ops: dict[tuple, CachedOp | None] = {}
         """Key -> the cached op, or None: FakeTensorMode does not cache it."""
 
+    def __len__(self) -> int:
+        """Keys whose outputs are served from the cache."""
+        return sum(cached is not None for cached in self._ops.values())
+
     # -- keys ------------------------------------------------------------------------------
     def key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
         """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it."""
