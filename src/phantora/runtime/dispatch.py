@@ -36,6 +36,12 @@ launches on its own current stream, so their kernels overlap on the simulated GP
 thread that blocks inside an op (a synchronization) holds the others back as the session's lock already
 does (runtime/engine_link.py).
 
+Note: [Device queries]
+A fake tensor's device is Python's to answer (its TensorImpl dispatches `prim.device`), and C++ asks often:
+argument parsing, TensorIterator, the autograd engine, about 2.5 times per op in a training step. The query
+reaches `HybridMode` first; it answers as FakeTensor's own handler does (`meta` inside a fake kernel, else
+the fake device), without the op's locks and routing, where the query would only have been passed on.
+
 Note: [Copying fake tensors]
 `copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each
 tensor's `__dict__`, and a FakeTensor's holds its fake mode: the copy would copy the whole simulated
@@ -95,6 +101,9 @@ _METADATA_ONLY = {
     aten.resize_.default, aten.set_.source_Storage_storage_offset, aten.set_.source_Tensor,
     aten.set_.source_Storage,
 }
+
+_DEVICE = torch.ops.prim.device.default
+_META = torch.device("meta")
 
 _PASSTHROUGH = {
     torch.ops.prim.device.default, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
@@ -447,6 +456,8 @@ class HybridMode(TorchDispatchMode):
         self._handlers = handlers
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and type(args[0]) is FakeTensor:  # Note [Device queries]
+            return _META if args[0].fake_mode.in_kernel_invocation else args[0].fake_device
         local = self.fake_mode.routed
         with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
             outer, local.value = getattr(local, "value", False), True
@@ -508,7 +519,7 @@ class HybridMode(TorchDispatchMode):
             return self._through_fake_mode(func, args, kwargs)
         fake_mode_key = cache.fake_mode_key(func, args, kwargs)
         out = self._through_fake_mode(func, args, kwargs)
-        cache.learn(key, fake_mode_key)
+        cache.learn(key, fake_mode_key, func, args, kwargs, out)
         return out
 
     def _through_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:

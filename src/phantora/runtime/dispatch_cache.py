@@ -19,6 +19,13 @@ returns its input, a view shares its input's storage (`set_`), anything else get
 Aliasing, storage identity and version counters are therefore what FakeTensorMode gives: the version
 counter and autograd's view tracking are the autograd layer's, above the interception, on either path.
 
+Note: [Lists of new tensors]
+FakeTensorMode caches no op that returns a list ("non-FakeTensor output"): the foreach ops of optimizers and
+`clip_grad_norm_` (`_foreach_sqrt`, `_foreach_norm`, ...), each over every parameter, took its slowest path.
+Where that is the only reason, the op neither writes its inputs nor returns views, and each tensor it
+returned has a storage of its own, the entry records each result's metadata as FakeTensorMode's entries do
+for new tensors, and a hit builds the list the same way.
+
 An entry is learnt only from a call that went through FakeTensorMode and succeeded (so the CUDA checks,
 Note [Checks of the CUDA kernels], passed for these dtypes) and for which FakeTensorMode stored a valid
 cache entry: ops it declines to cache (data-dependent output shapes, in-place views, `_unsafe_view`,
@@ -40,7 +47,10 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     _BypassDispatchCache,
     _CacheKeyState,
+    _DispatchCacheBypassEntry,
+    _DispatchCacheEntryOutputInfo,
     _DispatchCacheValidEntry,
+    extract_tensor_metadata,
 )
 
 _SCALARS = frozenset({int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -56,18 +66,33 @@ _get_default_device = torch._C._get_default_device
 _inference_mode = torch.is_inference_mode_enabled
 
 
+_NOT_A_TENSOR = "non-FakeTensor output"
+"""Why FakeTensorMode does not cache an op that returns a list (`_validate_output_for_cache_entry`)."""
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return _tensors_in(list(value.values()))
+    return []
+
+
 def enabled_by_environment() -> bool:
     return os.environ.get("PHANTORA_DISPATCH_CACHE", "1") != "0"
 
 
 class CachedOp:
-    """What one key's first call left: FakeTensorMode's cache entry, and the op's costs once worked out
-    (`Session.cost`: the recorder keeps them here)."""
+    """What one key's first call left: FakeTensorMode's cache entry (or one made the same way for a list of new
+    tensors), and the op's costs once worked out (`Session.cost`: the recorder keeps them here)."""
 
-    __slots__ = ("entry", "costed")
+    __slots__ = ("entry", "returns_list", "costed")
 
-    def __init__(self, entry: _DispatchCacheValidEntry) -> None:
+    def __init__(self, entry: _DispatchCacheValidEntry, returns_list: bool = False) -> None:
         self.entry = entry
+        self.returns_list = returns_list
         self.costed = None
 
 
@@ -134,17 +159,40 @@ class DispatchCache:
         except _BypassDispatchCache:
             return None
 
-    def learn(self, key: tuple, fake_mode_key: Any) -> None:
-        """The call keyed `key` succeeded through FakeTensorMode: keep the entry it cached, if it did."""
+    def learn(self, key: tuple, fake_mode_key: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """The call keyed `key` succeeded through FakeTensorMode and returned `out`: keep the entry it cached,
+        if it did, or one for a list of new tensors (Note [Lists of new tensors])."""
         if len(self._ops) >= MAX_ENTRIES:
             self._ops.clear()
         entry = FakeTensorMode.cache.get(fake_mode_key) if fake_mode_key is not None else None
-        self._ops[key] = CachedOp(entry) if isinstance(entry, _DispatchCacheValidEntry) else None
+        cached = None
+        if isinstance(entry, _DispatchCacheValidEntry):
+            cached = CachedOp(entry)
+        elif (isinstance(entry, _DispatchCacheBypassEntry) and entry.reason == _NOT_A_TENSOR
+              and self._new_tensors(func, args, kwargs, out)):
+            infos = tuple(_DispatchCacheEntryOutputInfo(inplace_idx=None, metadata=extract_tensor_metadata(o),
+                                                        view_idx=None) for o in out)
+            cached = CachedOp(_DispatchCacheValidEntry(output_infos=infos, is_output_tuple=True), returns_list=True)
+        self._ops[key] = cached
+
+    def _new_tensors(self, func: Any, args: tuple, kwargs: dict, out: Any) -> bool:
+        """Whether `out` is a list of fake tensors of this mode, each with a storage of its own, made by an op
+        that neither writes its inputs nor returns views of them."""
+        if type(out) is not list or func.is_view or func._schema.is_mutable:
+            return False
+        if any(type(o) is not FakeTensor or o.fake_mode is not self._mode or o.constant is not None
+               or o.layout is not _strided for o in out):
+            return False
+        inputs = [a for a in _tensors_in((args, kwargs))]
+        storages = {o.untyped_storage()._cdata for o in out}
+        return len(storages) == len(out) and not storages & {t.untyped_storage()._cdata for t in inputs}
 
     # -- outputs -----------------------------------------------------------------------------
     def outputs(self, cached: CachedOp, func: Any, args: tuple) -> Any:
         """The op's outputs, built from its entry as `FakeTensorMode._output_from_cache_entry` builds them."""
         entry = cached.entry
+        if cached.returns_list:
+            return [self._output(info, func, args) for info in entry.output_infos]
         if entry.is_output_tuple:
             return tuple(self._output(info, func, args) for info in entry.output_infos)
         return self._output(entry.output_infos[0], func, args)

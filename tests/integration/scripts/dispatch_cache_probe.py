@@ -1,6 +1,6 @@
 """Ops whose outputs alias their inputs in every way a training step does, repeated so that the dispatch cache
 (runtime/dispatch_cache.py) serves them: views, in-place ops, `out=`, tuple results, tied weights, autocast,
-a storage freed and re-allocated as FSDP does, known values, and a fused optimizer. Prints `CACHE {json}`: the
+a storage freed and re-allocated as FSDP does, known values, a fused and a foreach optimizer. Prints `CACHE {json}`: the
 cache's size, and what the program saw (shapes, strides, storage sharing, versions, memory)."""
 import json
 
@@ -58,7 +58,8 @@ def resized_storage(seen: list) -> None:
 def main() -> None:
     torch.manual_seed(0)
     model = Tied().cuda()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    fused = torch.optim.AdamW(model.blocks.parameters(), lr=1e-3, fused=True)
+    foreach = torch.optim.AdamW(model.embed.parameters(), lr=1e-3, foreach=True)  # lists of new tensors
     tokens = torch.randint(0, 512, (4, 64), device="cuda")
     seen: list = []
     for _ in range(4):
@@ -66,8 +67,9 @@ def main() -> None:
             loss = F.cross_entropy(model(tokens).flatten(0, 1).float(), tokens.flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        for optimizer in (fused, foreach):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         aliasing(seen)
         resized_storage(seen)
         known = (torch.arange(8, device="cuda") * 3).tolist()

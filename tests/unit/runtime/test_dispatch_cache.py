@@ -15,7 +15,7 @@ def run_and_learn(cache: DispatchCache, mode: FakeTensorMode, func, args: tuple,
     fake_mode_key = cache.fake_mode_key(func, args, kwargs)
     with mode:
         out = func(*args, **kwargs)
-    cache.learn(key, fake_mode_key)
+    cache.learn(key, fake_mode_key, func, args, kwargs, out)
     return key, out
 
 
@@ -42,6 +42,7 @@ def test_outputs_match_fake_tensor_mode():
         (aten.native_layer_norm.default, (x, [6], None, None, 1e-5), {}),  # a tuple of results
         (aten._to_copy.default, (x,), {"dtype": torch.bfloat16}),
         (aten.as_strided.default, (x, [4, 2], [1, 4], 3), {}),
+        (aten._foreach_sqrt.default, ([x, y, x[1:]],), {}),  # a list of new tensors (Note [Lists of new tensors])
     ]
     for func, args, kwargs in calls:
         key, first = run_and_learn(cache, mode, func, args, kwargs)
@@ -50,8 +51,9 @@ def test_outputs_match_fake_tensor_mode():
         replayed = cache.outputs(cached, func, args)
         with mode:
             expected = func(*args, **kwargs)
-        flat = lambda v: list(v) if isinstance(v, tuple) else [v]  # noqa: E731
-        inputs = (*args, *kwargs.values())
+        assert type(replayed) is type(expected), func
+        flat = lambda v: list(v) if isinstance(v, (tuple, list)) else [v]  # noqa: E731
+        inputs = (*args, *args[0], *kwargs.values()) if isinstance(args[0], list) else (*args, *kwargs.values())
         assert [describe(r, inputs) for r in flat(replayed)] == [describe(e, inputs) for e in flat(expected)], func
 
 
