@@ -19,12 +19,23 @@ returns its input, a view shares its input's storage (`set_`), anything else get
 Aliasing, storage identity and version counters are therefore what FakeTensorMode gives: the version
 counter and autograd's view tracking are the autograd layer's, above the interception, on either path.
 
-Note: [Lists of new tensors]
-FakeTensorMode caches no op that returns a list ("non-FakeTensor output"): the foreach ops of optimizers and
-`clip_grad_norm_` (`_foreach_sqrt`, `_foreach_norm`, ...), each over every parameter, took its slowest path.
-Where that is the only reason, the op neither writes its inputs nor returns views, and each tensor it
-returned has a storage of its own, the entry records each result's metadata as FakeTensorMode's entries do
-for new tensors, and a hit builds the list the same way.
+Note: [Ops FakeTensorMode does not cache]
+Two kinds of ops it declines are frequent in training and have outputs the first call shows in full:
+- ops that return a list ("non-FakeTensor output"): the foreach ops of optimizers and `clip_grad_norm_`
+  (`_foreach_sqrt`, `_foreach_norm`, ...), each over every parameter. Where that is the only reason, the op
+  neither writes its inputs nor returns views, and each tensor it returned has a storage of its own, the
+  entry records each result's metadata as FakeTensorMode's entries do for new tensors, and a hit builds
+  the list the same way;
+- `_unsafe_view` (`reshape` of a tensor that must be copied first: 2-4 % of a Llama's ops), declined because
+  its schema does not say that its result shares its input's storage. Where the result does, the entry
+  says so as it would for a view, and a hit builds it on the input's storage.
+
+Note: [Building fake tensors]
+`FakeTensor(mode, meta tensor, device)` costs more than the rest of a hit: it normalises the device twice,
+checks its arguments, and sets a dozen attributes one by one (four memo descriptors among them), the same
+for every tensor of a mode and device. The cache builds the first tensor of each device with it, then the
+others as it does (`Tensor._make_subclass` with the device's dispatch keys, `data_ptr` guarded) with the
+first one's attributes copied (`_fake`); a test compares the two tensors' attributes and dispatch keys.
 
 An entry is learnt only from a call that went through FakeTensorMode and succeeded (so the CUDA checks,
 Note [Checks of the CUDA kernels], passed for these dtypes) and for which FakeTensorMode stored a valid
@@ -44,6 +55,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import (
     FakeTensor,
+    FakeTensorConfig,
     FakeTensorMode,
     _BypassDispatchCache,
     _CacheKeyState,
@@ -61,13 +73,16 @@ MAX_ENTRIES = 1 << 16
 """Keys kept before the cache starts over (a program whose shapes never repeat must not grow it forever)."""
 
 _strided = torch.strided
+_no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
 _get_default_dtype = torch.get_default_dtype
 _get_default_device = torch._C._get_default_device
 _inference_mode = torch.is_inference_mode_enabled
 
 
 _NOT_A_TENSOR = "non-FakeTensor output"
-"""Why FakeTensorMode does not cache an op that returns a list (`_validate_output_for_cache_entry`)."""
+"""Why FakeTensorMode does not cache an op that returns a list (`_validate_output_for_cache_entry`)..."""
+_UNSAFE_VIEW = "unsafe view"
+"""... and `_unsafe_view` (`_validate_cache_key`)."""
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
@@ -103,6 +118,11 @@ class DispatchCache:
         self._mode = mode
         self._ops: dict[tuple, CachedOp | None] = {}
         """Key -> the cached op, or None: FakeTensorMode does not cache it."""
+        self._states: dict[torch.device, dict] = {}
+        """Device -> the attributes of a new fake tensor on it (`_fake`)."""
+        self._mark_data_ptr = (torch._C._set_warn_deprecated_on_mutable_data_ptr if mode._allow_unsafe_data_ptr_access
+                               else torch._C._set_throw_on_mutable_data_ptr)
+        """What FakeTensor's constructor does to a new tensor's `data_ptr`."""
 
     def __len__(self) -> int:
         """Keys whose outputs are served from the cache."""
@@ -112,20 +132,27 @@ class DispatchCache:
     def key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
         """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it."""
         parts: list = [func, _get_default_dtype(), _get_default_device(), _inference_mode()]
-        if not self._add(parts, args):
-            return None
-        if kwargs:
-            for name, value in kwargs.items():
-                parts.append(name)
-                if not self._add(parts, (value,)):
-                    return None
+        with _no_subclass_torch_function():  # FakeTensor has none; without the check, its attributes read faster
+            if not self._add(parts, args):
+                return None
+            if kwargs:
+                for name, value in kwargs.items():
+                    parts.append(name)
+                    if not self._add(parts, (value,)):
+                        return None
         return tuple(parts)
 
     def _add(self, parts: list, values: tuple | list) -> bool:
         mode = self._mode
         for v in values:
             kind = type(v)
-            if kind in _SCALARS:
+            if kind is FakeTensor:
+                if v.fake_mode is not mode or v.constant is not None or v.layout is not _strided:
+                    return False
+                parts.append((v.dtype, v.shape, v.stride(), v.fake_device, v.storage_offset(),
+                              v.untyped_storage().nbytes(), v.requires_grad, v.is_conj(), v.is_neg(),
+                              v.is_inference()))
+            elif kind in _SCALARS:
                 parts.append(kind)
                 parts.append(v)
             elif kind is list or kind is tuple or kind is torch.Size:
@@ -133,13 +160,7 @@ class DispatchCache:
                 parts.append(len(v))
                 if not self._add(parts, v):
                     return False
-            elif isinstance(v, FakeTensor):
-                if v.fake_mode is not mode or v.constant is not None or v.layout is not _strided:
-                    return False
-                parts.append((v.dtype, v.shape, v.stride(), v.fake_device, v.storage_offset(),
-                              v.untyped_storage().nbytes(), v.requires_grad, v.is_conj(), v.is_neg(),
-                              v.is_inference()))
-            else:
+            else:  # a subclass of FakeTensor, a real tensor, a symbolic size, a generator, ...
                 return False
         return True
 
@@ -161,27 +182,43 @@ class DispatchCache:
 
     def learn(self, key: tuple, fake_mode_key: Any, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """The call keyed `key` succeeded through FakeTensorMode and returned `out`: keep the entry it cached,
-        if it did, or one for a list of new tensors (Note [Lists of new tensors])."""
+        if it did, or one for a list of new tensors (Note [Ops FakeTensorMode does not cache])."""
         if len(self._ops) >= MAX_ENTRIES:
             self._ops.clear()
         entry = FakeTensorMode.cache.get(fake_mode_key) if fake_mode_key is not None else None
         cached = None
         if isinstance(entry, _DispatchCacheValidEntry):
             cached = CachedOp(entry)
-        elif (isinstance(entry, _DispatchCacheBypassEntry) and entry.reason == _NOT_A_TENSOR
-              and self._new_tensors(func, args, kwargs, out)):
+        elif isinstance(entry, _DispatchCacheBypassEntry):
+            cached = self._from_output(entry.reason, func, args, kwargs, out)
+        self._ops[key] = cached
+
+    def _from_output(self, reason: str, func: Any, args: tuple, kwargs: dict, out: Any) -> CachedOp | None:
+        """An entry made as FakeTensorMode makes its own, for an op it declined for `reason` alone where the
+        outputs show what a hit must build (Note [Ops FakeTensorMode does not cache])."""
+        if reason == _NOT_A_TENSOR and self._new_tensors(func, args, kwargs, out):
             infos = tuple(_DispatchCacheEntryOutputInfo(inplace_idx=None, metadata=extract_tensor_metadata(o),
                                                         view_idx=None) for o in out)
-            cached = CachedOp(_DispatchCacheValidEntry(output_infos=infos, is_output_tuple=True), returns_list=True)
-        self._ops[key] = cached
+            return CachedOp(_DispatchCacheValidEntry(output_infos=infos, is_output_tuple=True), returns_list=True)
+        if reason == _UNSAFE_VIEW and self._view_of_first(args, out):
+            info = _DispatchCacheEntryOutputInfo(inplace_idx=None, metadata=extract_tensor_metadata(out), view_idx=0)
+            return CachedOp(_DispatchCacheValidEntry(output_infos=(info,), is_output_tuple=False))
+        return None
+
+    def _ours(self, t: Any) -> bool:
+        return type(t) is FakeTensor and t.fake_mode is self._mode and t.constant is None and t.layout is _strided
+
+    def _view_of_first(self, args: tuple, out: Any) -> bool:
+        """Whether `out` is a new tensor on the storage of the op's first argument (`_unsafe_view`'s result)."""
+        return (self._ours(out) and self._ours(args[0]) and out is not args[0]
+                and out.untyped_storage()._cdata == args[0].untyped_storage()._cdata)
 
     def _new_tensors(self, func: Any, args: tuple, kwargs: dict, out: Any) -> bool:
         """Whether `out` is a list of fake tensors of this mode, each with a storage of its own, made by an op
         that neither writes its inputs nor returns views of them."""
         if type(out) is not list or func.is_view or func._schema.is_mutable:
             return False
-        if any(type(o) is not FakeTensor or o.fake_mode is not self._mode or o.constant is not None
-               or o.layout is not _strided for o in out):
+        if not all(self._ours(o) for o in out):
             return False
         inputs = [a for a in _tensors_in((args, kwargs))]
         storages = {o.untyped_storage()._cdata for o in out}
@@ -210,7 +247,23 @@ class DispatchCache:
                 torch._C._set_conj(empty, True)
             if meta.is_neg:
                 torch._C._set_neg(empty, True)
-            if func.is_view:  # a view shares its input's storage
+            if info.view_idx is not None:  # a view shares its input's storage
                 storage = args[info.view_idx].untyped_storage()
                 empty.set_(storage, meta.storage_offset, meta.shape, meta.stride)
-        return FakeTensor(self._mode, empty, meta.device)
+        return self._fake(empty, meta.device)
+
+    def _fake(self, elem: torch.Tensor, device: torch.device) -> FakeTensor:
+        """`FakeTensor(mode, elem, device)`, from the second tensor of a device on without its constructor's
+        checks and normalisations, which give every tensor of a (mode, device) the same attributes: they are
+        copied from the first (Note [Building fake tensors])."""
+        state = self._states.get(device)
+        if state is None:
+            made = FakeTensor(self._mode, elem, device)
+            if not FakeTensorConfig.debug:  # else each tensor keeps its own traceback
+                self._states[device] = dict(vars(made))
+            return made
+        made = torch.Tensor._make_subclass(FakeTensor, elem, elem.requires_grad, dispatch_device=True,
+                                           device_for_backend_keys=state["_fake_device"])
+        self._mark_data_ptr(made)
+        made.__dict__.update(state)
+        return made

@@ -1,8 +1,9 @@
 """The dispatch cache builds what FakeTensorMode's cache builds, and keys only what it can key as FakeTensorMode
 does (runtime/dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
 
+import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DynamicOutputShapeException, FakeTensor, FakeTensorMode
 
 from phantora.runtime.dispatch_cache import DispatchCache
 
@@ -42,7 +43,8 @@ def test_outputs_match_fake_tensor_mode():
         (aten.native_layer_norm.default, (x, [6], None, None, 1e-5), {}),  # a tuple of results
         (aten._to_copy.default, (x,), {"dtype": torch.bfloat16}),
         (aten.as_strided.default, (x, [4, 2], [1, 4], 3), {}),
-        (aten._foreach_sqrt.default, ([x, y, x[1:]],), {}),  # a list of new tensors (Note [Lists of new tensors])
+        (aten._foreach_sqrt.default, ([x, y, x[1:]],), {}),
+        (aten._unsafe_view.default, (x, [48]), {}),  # on its input's storage, which its schema does not say  # a list of new tensors (Note [Ops FakeTensorMode does not cache])
     ]
     for func, args, kwargs in calls:
         key, first = run_and_learn(cache, mode, func, args, kwargs)
@@ -84,6 +86,24 @@ def test_ops_fake_tensor_mode_does_not_cache_are_not_served():
     cache = DispatchCache(mode)
     with mode:
         x = torch.empty(4, 6, device="cpu")
-    for func, args, kwargs in ((aten._unsafe_view.default, (x, [24]), {}), (aten.mul.out, (x, x), {"out": x})):
-        key, _ = run_and_learn(cache, mode, func, args, kwargs)
-        assert cache.knows(key) and cache.lookup(key) is None, func
+    key, _ = run_and_learn(cache, mode, aten.mul.out, (x, x), {"out": x})
+    assert cache.knows(key) and cache.lookup(key) is None
+    with pytest.raises(DynamicOutputShapeException):  # nonzero of unknown values: a call that fails learns nothing
+        run_and_learn(cache, mode, aten.nonzero.default, (x,), {})
+    assert not cache.knows(cache.key(aten.nonzero.default, (x,), {}))
+
+
+def test_fake_tensors_built_like_fake_tensor_mode_builds_them():
+    """Note [Building fake tensors]: the second tensor of a device on is built without FakeTensor's constructor."""
+    mode = FakeTensorMode()
+    cache = DispatchCache(mode)
+    device = torch.device("cpu")
+    meta = lambda: torch.empty(3, 5, device="meta", requires_grad=True)  # noqa: E731
+    cache._fake(meta(), device)
+    built, expected = cache._fake(meta(), device), FakeTensor(mode, meta(), device)
+    assert type(built) is FakeTensor and vars(built) == vars(expected)
+    assert torch._C._dispatch_key_set(built) == torch._C._dispatch_key_set(expected)
+    assert (built.device, built.requires_grad, built.shape, built.stride()) == \
+        (expected.device, expected.requires_grad, expected.shape, expected.stride())
+    with pytest.warns(UserWarning, match="data pointer of FakeTensor"):  # as FakeTensor's constructor guards it
+        built.data_ptr()
