@@ -259,7 +259,7 @@ class KernelRecorder:
         if cached is not None and cached.costed is not None:
             return cached.costed
         costed = self.session.cost(make_op_call(func, args, kwargs, outputs))
-        if cached is not None and self.session.costs_are_fixed:
+        if cached is not None and cached.keyed_by_values and self.session.costs_are_fixed:
             cached.costed = costed
         return costed
 

@@ -30,6 +30,15 @@ Two kinds of ops it declines are frequent in training and have outputs the first
   its schema does not say that its result shares its input's storage. Where the result does, the entry
   says so as it would for a view, and a hit builds it on the input's storage.
 
+Note: [Optimizer steps]
+An optimizer's foreach step passes its step size and bias corrections as floats, new in every step
+(`_foreach_addcdiv_(params, exp_avgs, denoms, -lr / bias_correction1)`), so FakeTensorMode's cache, which
+keys by every value, missed on each step's every update, each over every parameter. An in-place foreach op
+returns nothing whatever its floats: its meta kernel checks the lists, shapes and dtypes (a float's type
+matters for type promotion), not the values. Its key therefore holds its floats' type alone (other scalars
+keep their values: an integer exponent's sign decides whether `pow` of integers fails). Its costs still
+follow its values: the recorder works them out on each call instead of keeping them in the entry.
+
 Note: [Building fake tensors]
 `FakeTensor(mode, meta tensor, device)` costs more than the rest of a hit: it normalises the device twice,
 checks its arguments, and sets a dozen attributes one by one (four memo descriptors among them), the same
@@ -49,6 +58,7 @@ nor re-hashes them.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -95,6 +105,12 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
     return []
 
 
+@functools.cache
+def _blind_to_floats(func: Any) -> bool:
+    """A foreach op that writes its inputs and returns nothing (Note [Optimizer steps])."""
+    return func.__name__.startswith("_foreach_") and not func._schema.returns
+
+
 def enabled_by_environment() -> bool:
     return os.environ.get("PHANTORA_DISPATCH_CACHE", "1") != "0"
 
@@ -103,11 +119,14 @@ class CachedOp:
     """What one key's first call left: FakeTensorMode's cache entry (or one made the same way for a list of new
     tensors), and the op's costs once worked out (`Session.cost`: the recorder keeps them here)."""
 
-    __slots__ = ("entry", "returns_list", "costed")
+    __slots__ = ("entry", "returns_list", "keyed_by_values", "costed")
 
     def __init__(self, entry: _DispatchCacheValidEntry, returns_list: bool = False) -> None:
         self.entry = entry
         self.returns_list = returns_list
+        self.keyed_by_values = True
+        """Whether the key holds every argument's value, so the op's costs may be kept here (Note [Optimizer
+        steps]: not for ops keyed by their floats' types)."""
         self.costed = None
 
 
@@ -132,17 +151,19 @@ class DispatchCache:
     def key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
         """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it."""
         parts: list = [func, _get_default_dtype(), _get_default_device(), _inference_mode()]
+        blind = _blind_to_floats(func)
         with _no_subclass_torch_function():  # FakeTensor has none; without the check, its attributes read faster
-            if not self._add(parts, args):
+            if not self._add(parts, args, blind):
                 return None
             if kwargs:
                 for name, value in kwargs.items():
                     parts.append(name)
-                    if not self._add(parts, (value,)):
+                    if not self._add(parts, (value,), blind):
                         return None
         return tuple(parts)
 
-    def _add(self, parts: list, values: tuple | list) -> bool:
+    def _add(self, parts: list, values: tuple | list, blind: bool) -> bool:
+        """Key `values`; `blind`: floats by their type alone (Note [Optimizer steps])."""
         mode = self._mode
         for v in values:
             kind = type(v)
@@ -154,11 +175,12 @@ class DispatchCache:
                               v.is_inference()))
             elif kind in _SCALARS:
                 parts.append(kind)
-                parts.append(v)
+                if not (blind and kind is float):
+                    parts.append(v)
             elif kind is list or kind is tuple or kind is torch.Size:
                 parts.append(kind)
                 parts.append(len(v))
-                if not self._add(parts, v):
+                if not self._add(parts, v, blind):
                     return False
             else:  # a subclass of FakeTensor, a real tensor, a symbolic size, a generator, ...
                 return False
@@ -191,6 +213,8 @@ class DispatchCache:
             cached = CachedOp(entry)
         elif isinstance(entry, _DispatchCacheBypassEntry):
             cached = self._from_output(entry.reason, func, args, kwargs, out)
+        if cached is not None:
+            cached.keyed_by_values = not _blind_to_floats(func)
         self._ops[key] = cached
 
     def _from_output(self, reason: str, func: Any, args: tuple, kwargs: dict, out: Any) -> CachedOp | None:

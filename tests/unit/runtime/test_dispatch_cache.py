@@ -107,3 +107,18 @@ def test_fake_tensors_built_like_fake_tensor_mode_builds_them():
         (expected.device, expected.requires_grad, expected.shape, expected.stride())
     with pytest.warns(UserWarning, match="data pointer of FakeTensor"):  # as FakeTensor's constructor guards it
         built.data_ptr()
+
+
+def test_in_place_foreach_ops_are_keyed_by_their_floats_types():
+    """Note [Optimizer steps]: a step size new in every step does not make a new key; other scalars' values do."""
+    mode = FakeTensorMode()
+    cache = DispatchCache(mode)
+    with mode:
+        params = [torch.empty(3, device="cpu"), torch.empty(4, device="cpu")]
+    key = lambda func, *args: cache.key(func, (params, *args), {})  # noqa: E731
+    assert key(aten._foreach_add_.Scalar, 0.1) == key(aten._foreach_add_.Scalar, 0.2)
+    assert key(aten._foreach_add_.Scalar, 0.1) != key(aten._foreach_add_.Scalar, 1)
+    assert key(aten._foreach_pow_.Scalar, -1) != key(aten._foreach_pow_.Scalar, 2)
+    assert key(aten._foreach_add.Scalar, 0.1) != key(aten._foreach_add.Scalar, 0.2)  # returns tensors: values kept
+    k, _ = run_and_learn(cache, mode, aten._foreach_mul_.Scalar, (params, 0.9), {})
+    assert cache.lookup(k) is not None and not cache.lookup(k).keyed_by_values  # its costs follow its values
