@@ -177,6 +177,15 @@ def make_op_call(func: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs
     )
 
 
+def _fake_cuda_index(tensors: list[FakeTensor]) -> int | None:
+    """`_cuda_index` of fake tensors, outside a fake kernel (where their device is their fake device)."""
+    for t in tensors:
+        device = t.fake_device
+        if device.type == "cuda":
+            return device.index or 0
+    return None
+
+
 def _cuda_index(tensors: list[torch.Tensor]) -> int | None:
     for t in tensors:
         if t.device.type == "cuda":
@@ -204,12 +213,12 @@ class KernelRecorder:
         self.memory = MemoryTracker(session)
         self.memory.new_storage_listeners.append(shadows.drop)
         self._current_stream = shim.phantora_current_stream
-        self._local = threading.local()
+        self._local = _RecorderLocal()
         self.unwaited = None
         """distributed.UnwaitedResults once the collectives backend is installed."""
 
     def suppressed(self) -> bool:
-        return getattr(self._local, "suppress", 0) > 0
+        return self._local.suppress > 0
 
     def suppress(self) -> "_Suppress":
         """Ops run inside this context are bookkeeping (e.g. shape inference), not GPU kernels."""
@@ -225,7 +234,7 @@ class KernelRecorder:
         if self.suppressed():
             return
         outputs = [o for o in _leaves(out) if isinstance(o, FakeTensor)]
-        device = _cuda_index(outputs)
+        device = _fake_cuda_index(outputs)
         flat = None
         if device is None:
             flat = _leaves((args, kwargs))
@@ -235,7 +244,7 @@ class KernelRecorder:
         stream_id = self.current_stream_id(device)
         resized = resizes_outputs(func)
         for o in outputs:
-            if o.device.type == "cuda":
+            if o.fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
                 self.memory.track_new_storage(o, stream_id, resized)
         node = torch._C._current_autograd_node()
         backward = self._in_backward(node)
@@ -271,7 +280,7 @@ class KernelRecorder:
         autograd node running now (`torch._C._current_autograd_node()`), None outside the backward."""
         if node is None:
             return False
-        if node is not getattr(self._local, "node", None):
+        if node is not self._local.node:
             self._local.node = node
             self.session.host_work(self.session.host.autograd_node_ns())
         return issued_by_engine(node)
@@ -291,12 +300,26 @@ class KernelRecorder:
         return stream
 
 
+class _Routed(threading.local):
+    value = False
+    """Whether `HybridMode` is routing an op on this thread."""
+
+
+class _RecorderLocal(threading.local):
+    """The recorder's per-thread state."""
+
+    suppress = 0
+    """How deep in `KernelRecorder.suppress` contexts the thread is."""
+    node = None
+    """The autograd node the thread last recorded an op of (`_in_backward`)."""
+
+
 class _Suppress:
-    def __init__(self, local: threading.local) -> None:
+    def __init__(self, local: _RecorderLocal) -> None:
         self._local = local
 
     def __enter__(self) -> None:
-        self._local.suppress = getattr(self._local, "suppress", 0) + 1
+        self._local.suppress += 1
 
     def __exit__(self, *exc: object) -> None:
         self._local.suppress -= 1
@@ -311,7 +334,7 @@ class RecordingFakeMode(FakeTensorMode):
         self.recorder = recorder
         self._depth = threading.local()
         self.hybrid: HybridMode | None = None
-        self.routed = threading.local()
+        self.routed = _Routed()
         """`value` is True while HybridMode is routing an op on this thread."""
         self.one_op_at_a_time = threading.RLock()
         """Held while an op on fake tensors runs, whatever thread issued it (Note [Host threads])."""
@@ -325,7 +348,7 @@ class RecordingFakeMode(FakeTensorMode):
     def _dispatch(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
             return super().dispatch(func, types, args, kwargs)
-        if self.hybrid is not None and not getattr(self.routed, "value", False):
+        if self.hybrid is not None and not self.routed.value:
             return self.hybrid.__torch_dispatch__(func, types, args, kwargs)  # Note [Ops from tensor subclasses]
         check_like_cuda(func, args)  # Note [Checks of the CUDA kernels]
         self._depth.value = 1
@@ -460,7 +483,7 @@ class HybridMode(TorchDispatchMode):
             return _META if args[0].fake_mode.in_kernel_invocation else args[0].fake_device
         local = self.fake_mode.routed
         with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
-            outer, local.value = getattr(local, "value", False), True
+            outer, local.value = local.value, True
             try:
                 return self._route(func, types, args, kwargs or {})
             finally:
@@ -473,23 +496,32 @@ class HybridMode(TorchDispatchMode):
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
         flat = _leaves((args, kwargs))
-        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-        subclasses = [type(a) for a in tensors if _has_own_dispatch(type(a))]
+        subclasses, has_fake, has_foreign = [], False, False
+        for a in flat:
+            if isinstance(a, torch.Tensor):
+                kind = type(a)
+                if kind is FakeTensor:
+                    has_fake = True
+                elif _has_own_dispatch(kind):
+                    subclasses.append(kind)
+                elif isinstance(a, FakeTensor):
+                    has_fake = True
+                elif not has_foreign:
+                    has_foreign = _is_foreign(a)
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
                 self.session.async_collective_op(*_async_collective_work(func, args, kwargs))
             else:
                 self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]
-        has_fake = any(isinstance(a, FakeTensor) for a in tensors)
         if not has_fake and not _wants_cuda(kwargs, flat):
-            if tensors:
+            if any(isinstance(a, torch.Tensor) for a in flat):
                 return func(*args, **kwargs)  # real CPU work
             return self._factory(func, args, kwargs)
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(self, func, args, kwargs)
-        if any(_is_foreign(a) for a in tensors):
+        if has_foreign:
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 

@@ -180,7 +180,7 @@ class Shadows:
 
     def applies(self, func) -> bool:
         """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
-        return bool(self._by_storage) or func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
+        return bool(self._by_storage) or _makes_known_values(func)
 
     def _real_inputs(self, func, flat: list) -> tuple[list, list] | None:
         """The op's flattened arguments with each fake tensor replaced by its values (or `Pending` values), and
@@ -284,6 +284,12 @@ class Shadows:
         for t in tensors:
             if isinstance(t, FakeTensor):
                 self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+
+@functools.cache
+def _makes_known_values(func) -> bool:
+    """A factory whose values its arguments, or its input's shape, decide."""
+    return func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
 
 
 def _numel_of(view: tuple) -> int:
