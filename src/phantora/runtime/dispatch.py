@@ -106,7 +106,7 @@ _DEVICE = torch.ops.prim.device.default
 _META = torch.device("meta")
 
 _PASSTHROUGH = {
-    torch.ops.prim.device.default, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+    _DEVICE, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
     aten.sym_storage_offset.default, aten._has_compatible_shallow_copy_type.default,
 }
 
@@ -644,6 +644,7 @@ _LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.devic
 
 
 def _collect(value: Any, found: list) -> None:
+    """Append `value`'s leaves to `found` (what pytree does not know as a leaf or a sequence: through pytree)."""
     kind = type(value)
     if kind in _SEQUENCES:
         for v in value:
@@ -660,15 +661,10 @@ def _collect(value: Any, found: list) -> None:
         found.extend(tree_flatten(value)[0])
 
 
-_names: dict[Any, str] = {}
-
-
+@functools.cache
 def _name(func: Any) -> str:
     """`str(func)`, once per op."""
-    name = _names.get(func)
-    if name is None:
-        name = _names[func] = str(func)
-    return name
+    return str(func)
 
 
 def _numel(size) -> int:

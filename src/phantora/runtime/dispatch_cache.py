@@ -1,23 +1,34 @@
 """A cheaper way to FakeTensorMode's own dispatch cache, for ops already seen with the same inputs.
 
 Note: [Replaying FakeTensorMode's cache]
-Most of an intercepted op's cost was FakeTensorMode's dispatch: on each op it builds a cache key of every
+FakeTensorMode's dispatch of an op costs more than all Phantora does with it: it builds a cache key of every
 input tensor's full metadata (`extract_tensor_metadata`: memory format, sparsity, ...), looks up an entry
 and rebuilds the outputs from it, all behind a re-dispatch into the mode (mode push and pop, the C++
-dispatcher, FakeTensor's own `__torch_dispatch__`). In a training loop nearly every op hits that cache.
+dispatcher, FakeTensor's own `__torch_dispatch__`); and in a training loop nearly every op hits its cache.
 
 `DispatchCache` keys an op by what FakeTensorMode's key holds, read more cheaply: the op; the default dtype
 and device and inference mode; for each fake tensor its dtype, shape, strides, device, storage offset,
 storage size, `requires_grad`, conjugate, negative and inference bits (layout strided; the memory format
 and the quantized and sparse bits FakeTensorMode also keys by follow from these); for each other argument
 its type and value, lists by type and length. Any argument it cannot key the same way (a real tensor, a
-fake tensor of another mode or with a constant, a symbolic size, a generator, a function) makes the op
-take FakeTensorMode's path. Equal keys here mean equal keys there, so on a hit FakeTensorMode would hit
-its cache too, with the entry that the first call of this key left: `DispatchCache` keeps that very entry
-and builds the outputs from it exactly as `FakeTensorMode._output_from_cache_entry` does: an in-place op
-returns its input, a view shares its input's storage (`set_`), anything else gets a fresh meta storage.
-Aliasing, storage identity and version counters are therefore what FakeTensorMode gives: the version
-counter and autograd's view tracking are the autograd layer's, above the interception, on either path.
+fake tensor of another mode or with a constant, a symbolic size, a generator, a function), symbolic shapes
+or a proxy mode tracing (FakeTensorMode keys by those too) make the op take FakeTensorMode's path. Equal
+keys here mean equal keys there, so on a hit FakeTensorMode would hit its cache too, with the entry that
+the first call of this key left: `DispatchCache` keeps that very entry and builds the outputs from it
+exactly as `FakeTensorMode._output_from_cache_entry` does: an in-place op returns its input, a view shares
+its input's storage (`set_`), anything else gets a fresh meta storage. Aliasing, storage identity and
+version counters are therefore what FakeTensorMode gives: the version counter and autograd's view
+tracking are the autograd layer's, above the interception, on either path.
+
+An entry is learnt only from a call that went through FakeTensorMode and succeeded (so the CUDA checks,
+Note [Checks of the CUDA kernels], passed for these dtypes) and for which FakeTensorMode stored a valid
+cache entry; ops it declines to cache (data-dependent output shapes, in-place views, `out=` arguments,
+custom ops, ...) take its path, but for those of Note [Ops FakeTensorMode does not cache]. The entry also
+holds what the recorder derives from the op's metadata alone (its `OpCall` and what the cost models say of
+it, `Session.cost`), so a hit neither rebuilds nor re-hashes them.
+
+`PHANTORA_DISPATCH_CACHE=0` turns the cache off; tests/integration/test_dispatch_cache.py runs programs both
+ways and compares every record.
 
 Note: [Ops FakeTensorMode does not cache]
 Two kinds of ops it declines are frequent in training and have outputs the first call shows in full:
@@ -33,7 +44,7 @@ Two kinds of ops it declines are frequent in training and have outputs the first
 Note: [Optimizer steps]
 An optimizer's foreach step passes its step size and bias corrections as floats, new in every step
 (`_foreach_addcdiv_(params, exp_avgs, denoms, -lr / bias_correction1)`), so FakeTensorMode's cache, which
-keys by every value, missed on each step's every update, each over every parameter. An in-place foreach op
+keys by every value, misses every update of every step, each over every parameter. An in-place foreach op
 returns nothing whatever its floats: its meta kernel checks the lists, shapes and dtypes (a float's type
 matters for type promotion), not the values. Its key therefore holds its floats' type alone (other scalars
 keep their values: an integer exponent's sign decides whether `pow` of integers fails). Its costs still
@@ -45,15 +56,6 @@ checks its arguments, and sets a dozen attributes one by one (four memo descript
 for every tensor of a mode and device. The cache builds the first tensor of each device with it, then the
 others as it does (`Tensor._make_subclass` with the device's dispatch keys, `data_ptr` guarded) with the
 first one's attributes copied (`_fake`); a test compares the two tensors' attributes and dispatch keys.
-
-An entry is learnt only from a call that went through FakeTensorMode and succeeded (so the CUDA checks,
-Note [Checks of the CUDA kernels], passed for these dtypes) and for which FakeTensorMode stored a valid
-cache entry: ops it declines to cache (data-dependent output shapes, in-place views, `_unsafe_view`,
-custom ops, ...) always take its path. The entry also holds what the recorder derives from the op's
-metadata alone (its `OpCall` and what the cost models say of it, `Session.cost`), so a hit neither rebuilds
-nor re-hashes them.
-
-`PHANTORA_DISPATCH_CACHE=0` turns the cache off; a test runs programs both ways and compares every record.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ MAX_ENTRIES = 1 << 16
 
 _strided = torch.strided
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
+_get_dispatch_mode = torch._C._get_dispatch_mode
+_PROXY = torch._C._TorchDispatchModeKey.PROXY
 _get_default_dtype = torch.get_default_dtype
 _get_default_device = torch._C._get_default_device
 _inference_mode = torch.is_inference_mode_enabled
@@ -149,7 +153,10 @@ class DispatchCache:
 
     # -- keys ------------------------------------------------------------------------------
     def key(self, func: Any, args: tuple, kwargs: dict) -> tuple | None:
-        """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it."""
+        """This call's key, or None if some argument cannot be keyed as FakeTensorMode keys it, or FakeTensorMode
+        keys by more than the arguments (symbolic shapes, or a proxy mode tracing)."""
+        if self._mode.shape_env is not None or _get_dispatch_mode(_PROXY) is not None:
+            return None
         parts: list = [func, _get_default_dtype(), _get_default_device(), _inference_mode()]
         blind = _blind_to_floats(func)
         with _no_subclass_torch_function():  # FakeTensor has none; without the check, its attributes read faster
