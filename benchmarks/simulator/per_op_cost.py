@@ -1,7 +1,7 @@
 """The simulator's own cost per intercepted op: CPU time of `phantora run` per op of the program, and its start-up.
 
-    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 12 steps each
-    python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,20
+    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 20 steps each
+    python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,30
 
 Each workload runs twice under `phantora run --gpu h200` (one rank), with a few steps and with more. The op
 counts (summary.json: kernels, host-only ops, subclass ops) and the CPU time of the launcher and the rank
@@ -100,7 +100,7 @@ def cpu_model() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"comma-separated, of: {', '.join(WORKLOADS)}")
-    p.add_argument("--steps", default="4,12", help="the two step counts, FEW,MANY (the workloads time steps after 3; "
+    p.add_argument("--steps", default="4,20", help="the two step counts, FEW,MANY (the workloads time steps after 3; "
                    "more steps between them, less noise from other processes on the machine)")
     p.add_argument("--repeat", type=int, default=2, help="runs of each step count; the least CPU counts")
     p.add_argument("--name", default="per_op_cost", help="data/simulator/per_op_cost/<name>.json")
