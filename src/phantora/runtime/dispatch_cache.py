@@ -27,7 +27,7 @@ custom ops, ...) take its path, but for those of Note [Ops FakeTensorMode does n
 holds what the recorder derives from the op's metadata alone (its `OpCall` and what the cost models say of
 it, `Session.cost`), so a hit neither rebuilds nor re-hashes them.
 
-`PHANTORA_DISPATCH_CACHE=0` turns the cache off; tests/integration/test_dispatch_cache.py runs programs both
+`PHANTORA_DISPATCH_CACHE=0` turns the cache off; tests/integration/test_dispatch_cache_records.py runs programs both
 ways and compares every record.
 
 Note: [Ops FakeTensorMode does not cache]

@@ -23,7 +23,8 @@ class Tied(nn.Module):
         for block in self.blocks:
             q, k, v = block(x).chunk(3, dim=-1)
             heads = lambda t: t.view(*t.shape[:2], 4, -1).transpose(1, 2)  # noqa: E731
-            x = x + F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True).transpose(1, 2).reshape(x.shape)
+            attention = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+            x = x + attention.transpose(1, 2).reshape(x.shape)
         return self.head(x)
 
 

@@ -43,8 +43,9 @@ def test_outputs_match_fake_tensor_mode():
         (aten.native_layer_norm.default, (x, [6], None, None, 1e-5), {}),  # a tuple of results
         (aten._to_copy.default, (x,), {"dtype": torch.bfloat16}),
         (aten.as_strided.default, (x, [4, 2], [1, 4], 3), {}),
+        # Note [Ops FakeTensorMode does not cache]: a list of new tensors; a result on its input's storage
         (aten._foreach_sqrt.default, ([x, y, x[1:]],), {}),
-        (aten._unsafe_view.default, (x, [48]), {}),  # on its input's storage, which its schema does not say  # a list of new tensors (Note [Ops FakeTensorMode does not cache])
+        (aten._unsafe_view.default, (x, [48]), {}),
     ]
     for func, args, kwargs in calls:
         key, first = run_and_learn(cache, mode, func, args, kwargs)
