@@ -1,14 +1,15 @@
 """The simulator's own cost per intercepted op: CPU time of `phantora run` per op of the program, and its start-up.
 
-    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 8 steps each
-    python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,12
+    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 20 steps each
+    python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,30
 
 Each workload runs twice under `phantora run --gpu h200` (one rank), with a few steps and with more. The op
 counts (summary.json: kernels, host-only ops, subclass ops) and the CPU time of the launcher and the rank
 (`simulator_cpu_s`) grow with the steps; their differences give the **marginal cost per op** (µs of simulator CPU
 per intercepted op: FakeTensorMode's propagation, Phantora's recording, costing and transport), free of the
 fixed start-up (interpreter and torch import, shim install, model construction, reports), which is what the
-first run leaves over: **start-up** = its CPU less its ops at the marginal cost. The workloads:
+first run leaves over: **start-up** = its CPU less its ops at the marginal cost. Each step count runs `--repeat`
+times and the run with the least CPU counts (other processes on a shared machine only add to it). The workloads:
 
 - `nanogpt`: examples/nanogpt_train.py, GPT-2 124M (GPU-bound shapes; what README.md runs);
 - `llama_tiny`: benchmarks/workloads/llama_train.py at 512 wide, 4 layers (host-bound: many small ops);
@@ -75,8 +76,13 @@ def simulate(program: list[str], steps: int) -> Run:
     return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"], wall_s=round(wall, 2))
 
 
-def measure(workload: str, few: int, many: int) -> Cost:
-    first, second = simulate(WORKLOADS[workload], few), simulate(WORKLOADS[workload], many)
+def least_cpu(program: list[str], steps: int, repeat: int) -> Run:
+    """The run of `repeat` that took the least CPU: other processes on a shared machine only add to it."""
+    return min((simulate(program, steps) for _ in range(repeat)), key=lambda run: run.cpu_s)
+
+
+def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
+    first, second = least_cpu(WORKLOADS[workload], few, repeat), least_cpu(WORKLOADS[workload], many, repeat)
     per_op_s = (second.cpu_s - first.cpu_s) / (second.ops - first.ops)
     return Cost(workload, (first, second), round(per_op_s * 1e6, 1), round(first.cpu_s - per_op_s * first.ops, 2))
 
@@ -94,7 +100,9 @@ def cpu_model() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"comma-separated, of: {', '.join(WORKLOADS)}")
-    p.add_argument("--steps", default="4,8", help="the two step counts, FEW,MANY (the workloads time steps after 3)")
+    p.add_argument("--steps", default="4,20", help="the two step counts, FEW,MANY (the workloads time steps after 3; "
+                   "more steps between them, less noise from other processes on the machine)")
+    p.add_argument("--repeat", type=int, default=2, help="runs of each step count; the least CPU counts")
     p.add_argument("--name", default="per_op_cost", help="data/simulator/per_op_cost/<name>.json")
     args = p.parse_args()
     few, many = (int(n) for n in args.steps.split(","))
@@ -103,7 +111,7 @@ def main() -> None:
     costs = []
     print(f"{'workload':<12}{'ops (few / many)':>20}{'CPU s':>16}{'µs per op':>11}{'start-up CPU s':>16}")
     for workload in args.only.split(","):
-        cost = measure(workload, few, many)
+        cost = measure(workload, few, many, args.repeat)
         costs.append(cost)
         a, b = cost.runs
         print(f"{workload:<12}{f'{a.ops} / {b.ops}':>20}{f'{a.cpu_s:.1f} / {b.cpu_s:.1f}':>16}"
@@ -112,7 +120,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     result = {"what": "simulator CPU per intercepted op and start-up, one rank, --gpu h200",
               "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version()},
-              "steps": [few, many], "costs": [asdict(c) for c in costs]}
+              "steps": [few, many], "repeat": args.repeat, "costs": [asdict(c) for c in costs]}
     (out / f"{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
     write_meta(out, __file__)
     print(f"wrote {out / (args.name + '.json')}")

@@ -15,9 +15,9 @@ one object per distinct database signature (`models.opcall.signature`), sorted b
 `source` and `est_ns` are what the cost model answered ("measured" = a database entry).
 
 Note: [Counting ops on the hot path]
-`OpLog.note` runs once per launched kernel: one dict lookup keyed by the `OpCall` (the compute
-model's cache hashes it the same way). Signatures, encodings and grouping happen only when the
-log is written, once per distinct call.
+`OpLog.note` costs one dict lookup keyed by the `OpCall`; the session keeps each distinct call's
+`counter` with its costs (`Session.cost`), so a repeated call hashes nothing. Signatures, encodings
+and grouping happen only when the log is written, once per distinct call.
 """
 
 from __future__ import annotations
@@ -47,15 +47,22 @@ class OpLog:
         """Calls whose arguments could not be hashed (not logged)."""
 
     def note(self, op: OpCall, estimate: KernelEstimate) -> None:
+        counter = self.counter(op, estimate)
+        if counter is None:
+            self.unhashable += 1
+        else:
+            counter[0] += 1
+
+    def counter(self, op: OpCall, estimate: KernelEstimate) -> list | None:
+        """`op`'s [calls, first estimate], made with no calls if new, for a caller that counts calls itself;
+        None if `op` cannot be hashed (the caller counts it in `unhashable`)."""
         try:
             entry = self._calls.get(op)
         except TypeError:
-            self.unhashable += 1
-            return
+            return None
         if entry is None:
-            self._calls[op] = [1, estimate]
-        else:
-            entry[0] += 1
+            entry = self._calls[op] = [0, estimate]
+        return entry
 
     def __len__(self) -> int:
         return len(self._calls)

@@ -36,6 +36,12 @@ launches on its own current stream, so their kernels overlap on the simulated GP
 thread that blocks inside an op (a synchronization) holds the others back as the session's lock already
 does (runtime/engine_link.py).
 
+Note: [Device queries]
+A fake tensor's device is Python's to answer (its TensorImpl dispatches `prim.device`), and C++ asks often:
+argument parsing, TensorIterator, the autograd engine, about 2.5 times per op in a training step. The query
+reaches `HybridMode` first; it answers as FakeTensor's own handler does (`meta` inside a fake kernel, else
+the fake device), without the op's locks and routing, where the query would only have been passed on.
+
 Note: [Copying fake tensors]
 `copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each
 tensor's `__dict__`, and a FakeTensor's holds its fake mode: the copy would copy the whole simulated
@@ -74,8 +80,9 @@ from phantora.models.compute import GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.cuda_checks import check_like_cuda
+from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
 from phantora.runtime.memory_tracker import MemoryTracker
-from phantora.runtime.session import Session
+from phantora.runtime.session import CostedOp, Session
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
@@ -95,8 +102,11 @@ _METADATA_ONLY = {
     aten.set_.source_Storage,
 }
 
+_DEVICE = torch.ops.prim.device.default
+_META = torch.device("meta")
+
 _PASSTHROUGH = {
-    torch.ops.prim.device.default, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+    _DEVICE, aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
     aten.sym_storage_offset.default, aten._has_compatible_shallow_copy_type.default,
 }
 
@@ -167,6 +177,15 @@ def make_op_call(func: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs
     )
 
 
+def _fake_cuda_index(tensors: list[FakeTensor]) -> int | None:
+    """`_cuda_index` of fake tensors, outside a fake kernel (where their device is their fake device)."""
+    for t in tensors:
+        device = t.fake_device
+        if device.type == "cuda":
+            return device.index or 0
+    return None
+
+
 def _cuda_index(tensors: list[torch.Tensor]) -> int | None:
     for t in tensors:
         if t.device.type == "cuda":
@@ -194,12 +213,12 @@ class KernelRecorder:
         self.memory = MemoryTracker(session)
         self.memory.new_storage_listeners.append(shadows.drop)
         self._current_stream = shim.phantora_current_stream
-        self._local = threading.local()
+        self._local = _RecorderLocal()
         self.unwaited = None
         """distributed.UnwaitedResults once the collectives backend is installed."""
 
     def suppressed(self) -> bool:
-        return getattr(self._local, "suppress", 0) > 0
+        return self._local.suppress > 0
 
     def suppress(self) -> "_Suppress":
         """Ops run inside this context are bookkeeping (e.g. shape inference), not GPU kernels."""
@@ -208,37 +227,50 @@ class KernelRecorder:
     def current_stream_id(self, device: int) -> int:
         return self._current_stream(device)
 
-    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any) -> None:
+    def record(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: Any,
+               cached: CachedOp | None = None) -> None:
+        """`cached`: the op's entry in the dispatch cache, which keeps what follows from its metadata alone
+        (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
         if self.suppressed():
             return
-        outputs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
-        device = _cuda_index(outputs)
-        flat = spec = None
+        outputs = [o for o in _leaves(out) if isinstance(o, FakeTensor)]
+        device = _fake_cuda_index(outputs)
+        flat = None
         if device is None:
-            flat, spec = tree_flatten((args, kwargs))
+            flat = _leaves((args, kwargs))
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
         stream_id = self.current_stream_id(device)
         resized = resizes_outputs(func)
         for o in outputs:
-            if o.device.type == "cuda":
+            if o.fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
                 self.memory.track_new_storage(o, stream_id, resized)
         node = torch._C._current_autograd_node()
         backward = self._in_backward(node)
         if func.overloadpacket in _CUBLAS_OPS:  # the engine's thread has its own cuBLAS handle
             self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
         if launches_no_kernel(func):
-            self.session.host_only_op(str(func), allocates=func in _ALLOCATIONS)
+            self.session.host_only_op(_name(func), allocates=func in _ALLOCATIONS)
             return
         shadowed = shadows.applies(func)
         if self.unwaited or shadowed:
             if flat is None:
-                flat, spec = tree_flatten((args, kwargs))
+                flat = _leaves((args, kwargs))
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
-            propagated = shadowed and shadows.propagate(func, flat, spec, out)
+            propagated = shadowed and shadows.propagate(func, args, kwargs, inputs, out)
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
-        self.session.launch_kernel(make_op_call(func, args, kwargs, outputs), (device, stream_id), backward=backward)
+        self.session.launch_costed(self._cost(func, args, kwargs, outputs, cached), (device, stream_id),
+                                   backward=backward)
+
+    def _cost(self, func, args: tuple, kwargs: dict, outputs: list, cached: CachedOp | None) -> CostedOp:
+        """The op's costs; kept in its dispatch-cache entry, if it has one, while costs cannot change."""
+        if cached is not None and cached.costed is not None:
+            return cached.costed
+        costed = self.session.cost(make_op_call(func, args, kwargs, outputs))
+        if cached is not None and cached.keyed_by_values and self.session.costs_are_fixed:
+            cached.costed = costed
+        return costed
 
     def _in_backward(self, node: Any) -> bool:
         """Whether the autograd engine itself issues the op being recorded (`issued_by_engine`; models/host.py:
@@ -248,7 +280,7 @@ class KernelRecorder:
         autograd node running now (`torch._C._current_autograd_node()`), None outside the backward."""
         if node is None:
             return False
-        if node is not getattr(self._local, "node", None):
+        if node is not self._local.node:
             self._local.node = node
             self.session.host_work(self.session.host.autograd_node_ns())
         return issued_by_engine(node)
@@ -268,12 +300,26 @@ class KernelRecorder:
         return stream
 
 
+class _Routed(threading.local):
+    value = False
+    """Whether `HybridMode` is routing an op on this thread."""
+
+
+class _RecorderLocal(threading.local):
+    """The recorder's per-thread state."""
+
+    suppress = 0
+    """How deep in `KernelRecorder.suppress` contexts the thread is."""
+    node = None
+    """The autograd node the thread last recorded an op of (`_in_backward`)."""
+
+
 class _Suppress:
-    def __init__(self, local: threading.local) -> None:
+    def __init__(self, local: _RecorderLocal) -> None:
         self._local = local
 
     def __enter__(self) -> None:
-        self._local.suppress = getattr(self._local, "suppress", 0) + 1
+        self._local.suppress += 1
 
     def __exit__(self, *exc: object) -> None:
         self._local.suppress -= 1
@@ -288,10 +334,12 @@ class RecordingFakeMode(FakeTensorMode):
         self.recorder = recorder
         self._depth = threading.local()
         self.hybrid: HybridMode | None = None
-        self.routed = threading.local()
+        self.routed = _Routed()
         """`value` is True while HybridMode is routing an op on this thread."""
         self.one_op_at_a_time = threading.RLock()
         """Held while an op on fake tensors runs, whatever thread issued it (Note [Host threads])."""
+        self.dispatch_cache = DispatchCache(self) if enabled_by_environment() else None
+        """dispatch_cache.py Note [Replaying FakeTensorMode's cache]; None: every op takes FakeTensorMode's path."""
 
     def dispatch(self, func, types, args=(), kwargs=None):  # noqa: D401 - FakeTensorMode API
         with self.one_op_at_a_time:
@@ -300,7 +348,7 @@ class RecordingFakeMode(FakeTensorMode):
     def _dispatch(self, func, types, args: tuple, kwargs: dict):
         if func in _PASSTHROUGH or getattr(self._depth, "value", 0):
             return super().dispatch(func, types, args, kwargs)
-        if self.hybrid is not None and not getattr(self.routed, "value", False):
+        if self.hybrid is not None and not self.routed.value:
             return self.hybrid.__torch_dispatch__(func, types, args, kwargs)  # Note [Ops from tensor subclasses]
         check_like_cuda(func, args)  # Note [Checks of the CUDA kernels]
         self._depth.value = 1
@@ -310,6 +358,15 @@ class RecordingFakeMode(FakeTensorMode):
             self._depth.value = 0
         self.recorder.record(func, args, kwargs, out)
         return out
+
+    def replay(self, cached: CachedOp, func, args: tuple, kwargs: dict) -> Any:
+        """What `dispatch` does for an op whose FakeTensorMode cache entry is known, without the re-dispatch:
+        the entry's outputs, recorded (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
+        with self.one_op_at_a_time:
+            out = self.dispatch_cache.outputs(cached, func, args)
+            if not getattr(self._depth, "value", 0):
+                self.recorder.record(func, args, kwargs, out, cached)
+            return out
 
     # FakeTensorMode's per-thread state, per thread (Note [Host threads])
     @property
@@ -407,6 +464,12 @@ class HybridMode(TorchDispatchMode):
 
     supports_higher_order_operators = True
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: TorchDispatchMode would wrap `__torch_dispatch__` in `torch._disable_dynamo`, which keeps dynamo
+        from compiling the mode's frames at a cost on every op; dynamo compiles nothing here (runtime/compile.py)."""
+        return False
+
     def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
         super().__init__()
         self.fake_mode = fake_mode
@@ -416,9 +479,11 @@ class HybridMode(TorchDispatchMode):
         self._handlers = handlers
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _DEVICE and type(args[0]) is FakeTensor:  # Note [Device queries]
+            return _META if args[0].fake_mode.in_kernel_invocation else args[0].fake_device
         local = self.fake_mode.routed
         with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
-            outer, local.value = getattr(local, "value", False), True
+            outer, local.value = local.value, True
             try:
                 return self._route(func, types, args, kwargs or {})
             finally:
@@ -430,15 +495,25 @@ class HybridMode(TorchDispatchMode):
         active_fake = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
-        flat, _ = tree_flatten((args, kwargs))
-        subclasses = [type(a) for a in flat if _has_own_dispatch(type(a))]
+        flat = _leaves((args, kwargs))
+        subclasses, has_fake, has_foreign = [], False, False
+        for a in flat:
+            if isinstance(a, torch.Tensor):
+                kind = type(a)
+                if kind is FakeTensor:
+                    has_fake = True
+                elif _has_own_dispatch(kind):
+                    subclasses.append(kind)
+                elif isinstance(a, FakeTensor):
+                    has_fake = True
+                elif not has_foreign:
+                    has_foreign = _is_foreign(a)
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
                 self.session.async_collective_op(*_async_collective_work(func, args, kwargs))
             else:
                 self.session.subclass_op(len(subclasses), backward=issued_by_engine(torch._C._current_autograd_node()))
             return NotImplemented  # Note [Ops from tensor subclasses]
-        has_fake = any(isinstance(a, FakeTensor) for a in flat)
         if not has_fake and not _wants_cuda(kwargs, flat):
             if any(isinstance(a, torch.Tensor) for a in flat):
                 return func(*args, **kwargs)  # real CPU work
@@ -446,7 +521,7 @@ class HybridMode(TorchDispatchMode):
         handler = self._handlers.get(func)
         if handler is not None:
             return handler(self, func, args, kwargs)
-        if any(_is_foreign(a) for a in flat):
+        if has_foreign:
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
@@ -456,11 +531,30 @@ class HybridMode(TorchDispatchMode):
 
     def run_fake(self, func, args: tuple, kwargs: dict) -> Any:
         """Run `func` under the recording fake mode, real (CPU or meta) inputs made fake first."""
-        if any(_is_foreign(a) for a in tree_flatten((args, kwargs))[0]):
+        if any(_is_foreign(a) for a in _leaves((args, kwargs))):
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
     def _run_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
+        """Run `func` under the recording fake mode, or replay it from the dispatch cache (dispatch_cache.py
+        Note [Replaying FakeTensorMode's cache])."""
+        cache = self.fake_mode.dispatch_cache
+        if cache is None or type(func) is not torch._ops.OpOverload:
+            return self._through_fake_mode(func, args, kwargs)
+        key = cache.key(func, args, kwargs)
+        if key is None:
+            return self._through_fake_mode(func, args, kwargs)
+        cached = cache.lookup(key)
+        if cached is not None:
+            return self.fake_mode.replay(cached, func, args, kwargs)
+        if cache.knows(key):  # FakeTensorMode does not cache this call
+            return self._through_fake_mode(func, args, kwargs)
+        fake_mode_key = cache.fake_mode_key(func, args, kwargs)
+        out = self._through_fake_mode(func, args, kwargs)
+        cache.learn(key, fake_mode_key, func, args, kwargs, out)
+        return out
+
+    def _through_fake_mode(self, func, args: tuple, kwargs: dict) -> Any:
         try:
             with self.fake_mode:
                 return func(*args, **kwargs)
@@ -535,6 +629,42 @@ def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | N
     with torch._C._DisableTorchDispatch():
         count = int(known.expand(torch.broadcast_shapes(source.shape, mask.shape)).sum())
         return torch.empty(count, dtype=source.dtype, device="meta")
+
+
+def _leaves(value: Any) -> list:
+    """`tree_flatten(value)[0]`, faster for what ops take and return: tensors and scalars in lists and tuples."""
+    found: list = []
+    _collect(value, found)
+    return found
+
+
+_SEQUENCES = frozenset({tuple, list, torch.Size})
+_LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
+"""Types `tree_flatten` takes as leaves (with tensors)."""
+
+
+def _collect(value: Any, found: list) -> None:
+    """Append `value`'s leaves to `found` (what pytree does not know as a leaf or a sequence: through pytree)."""
+    kind = type(value)
+    if kind in _SEQUENCES:
+        for v in value:
+            if type(v) in _LEAVES or isinstance(v, torch.Tensor):
+                found.append(v)
+            else:
+                _collect(v, found)
+    elif kind in _LEAVES or isinstance(value, torch.Tensor):
+        found.append(value)
+    elif kind is dict:
+        for v in value.values():
+            _collect(v, found)
+    else:
+        found.extend(tree_flatten(value)[0])
+
+
+@functools.cache
+def _name(func: Any) -> str:
+    """`str(func)`, once per op."""
+    return str(func)
 
 
 def _numel(size) -> int:

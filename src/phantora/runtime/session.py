@@ -65,6 +65,24 @@ class OpStats:
     """Value-dependent results answered with placeholder values, by kind."""
 
 
+@dataclass(slots=True)
+class CostedOp:
+    """What the models say of one op call: pure functions of it, worked out once per distinct call."""
+
+    op: OpCall
+    estimate: KernelEstimate
+    host_ns: int
+    """Host time when issued from Python (models/host.py `op_ns`)..."""
+    engine_host_ns: int
+    """... and when issued by the autograd engine."""
+    gemm_problem: tuple | None
+    """What cuBLAS keys its algorithm choice by; None for other ops."""
+    detail: str
+    """Its tensors, for the trace ("" without one)."""
+    calls: list | None = None
+    """Its counter in the op log, once launched (`Session._log`)."""
+
+
 class Session:
     """Simulation state of one process (one rank, possibly several visible devices)."""
 
@@ -107,6 +125,8 @@ class Session:
         self._warned: set[str] = set()
         self._contention_ns = 0
         """Host time still owed to other threads of the program (`thread_steal_ns`)."""
+        self._costs: dict[OpCall, CostedOp] = {}
+        """Each distinct op call's costs (`cost`)."""
         self._gemm_problems: set[tuple] = set()
         """GEMM problems this process has run (cuBLAS chose their algorithms: `_gemm_select_ns`)."""
         self.gemm_kernels = self.profile.gemm_kernels.value
@@ -176,27 +196,65 @@ class Session:
     def launch_kernel(self, op: OpCall, stream: StreamKey, *, backward: bool = False) -> None:
         """Cost `op`, charge the host its launch overhead, and launch the kernel on `stream`;
         `backward`: the autograd engine issues it (models/host.py)."""
+        self.launch_costed(self.cost(op), stream, backward=backward)
+
+    def cost(self, op: OpCall) -> CostedOp:
+        """What the models say of `op`, worked out once per distinct call (they are pure functions of it),
+        unless on-the-fly profiling may change estimates as it measures."""
+        if self.on_the_fly is not None:
+            return self._cost(op)
+        try:
+            costed = self._costs.get(op)
+        except TypeError:  # unhashable arguments: cost it each time
+            return self._cost(op)
+        if costed is None:
+            costed = self._costs[op] = self._cost(op)
+        return costed
+
+    @property
+    def costs_are_fixed(self) -> bool:
+        """Whether a call's `cost` never changes (it may under on-the-fly profiling), so callers may keep it."""
+        return self.on_the_fly is None
+
+    def _cost(self, op: OpCall) -> CostedOp:
         estimate = self.compute.estimate(op)
         if self.on_the_fly is not None and estimate.source != "measured":
             estimate = self._measure_on_the_fly(op, estimate)
-        if estimate.source == "generic":
-            self._note_generic(op)
-        detail = describe_tensors(op) if self.config.trace else ""
-        with self.lock:
-            self._charge(self._with_contention(self.host.op_ns(op, backward=backward)) + self._gemm_select_ns(op))
-            self.link.kernel(self.stream_id(stream), estimate.duration_ns, op.name, flops=estimate.flops,
-                             bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class, detail=detail)
-            self._count(estimate)
-            self.op_log.note(op, estimate)
+        return CostedOp(op, estimate, self.host.op_ns(op), self.host.op_ns(op, backward=True),
+                        self.host.gemm_problem(op), describe_tensors(op) if self.config.trace else "")
 
-    def _gemm_select_ns(self, op: OpCall) -> int:
+    def launch_costed(self, costed: CostedOp, stream: StreamKey, *, backward: bool = False) -> None:
+        """`launch_kernel` of an op already costed."""
+        estimate = costed.estimate
+        if estimate.source == "generic":
+            self._note_generic(costed.op)
+        with self.lock:
+            host_ns = costed.engine_host_ns if backward else costed.host_ns
+            self._charge(self._with_contention(host_ns) + self._gemm_select_ns(costed))
+            self.link.kernel(self.stream_id(stream), estimate.duration_ns, costed.op.name, flops=estimate.flops,
+                             bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class,
+                             detail=costed.detail)
+            self._count(estimate)
+            self._log(costed)
+
+    def _log(self, costed: CostedOp) -> None:
+        """Count the call in the op log (profiler/oplog.py Note [Counting ops on the hot path])."""
+        counter = costed.calls
+        if counter is None:
+            counter = costed.calls = self.op_log.counter(costed.op, costed.estimate)
+            if counter is None:
+                self.op_log.unhashable += 1
+                return
+        counter[0] += 1
+
+    def _gemm_select_ns(self, costed: CostedOp) -> int:
         """cuBLAS chooses an algorithm the first time the process runs a GEMM problem (models/host.py)."""
-        problem = self.host.gemm_problem(op)
+        problem = costed.gemm_problem
         if problem is None or problem in self._gemm_problems:
             return 0
         self._gemm_problems.add(problem)
         self.stats.gemm_problems += 1
-        return self.host.gemm_select_ns() + self._gemm_kernel_load_ns(op, problem)
+        return self.host.gemm_select_ns() + self._gemm_kernel_load_ns(costed.op, problem)
 
     def _gemm_kernel_load_ns(self, op: OpCall, problem: tuple) -> int:
         """The first launches of the kernels cuBLAS runs for a new GEMM problem, where they are known

@@ -180,7 +180,7 @@ class Shadows:
 
     def applies(self, func) -> bool:
         """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
-        return bool(self._by_storage) or func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
+        return bool(self._by_storage) or _makes_known_values(func)
 
     def _real_inputs(self, func, flat: list) -> tuple[list, list] | None:
         """The op's flattened arguments with each fake tensor replaced by its values (or `Pending` values), and
@@ -221,10 +221,13 @@ class Shadows:
             return None
         return _call_real(func, spec, inputs[0])
 
-    def propagate(self, func, flat: list, spec, out) -> bool:
-        """Run `func` for real if every fake tensor input has a shadow; shadow its results. `flat`,
-        `spec`: the op's (args, kwargs) as `tree_flatten` gives them. Returns whether it did (then
-        the op's written inputs keep valid shadows)."""
+    def propagate(self, func, args: tuple, kwargs: dict, tensors: list, out) -> bool:
+        """Run `func` for real if every fake tensor input has a shadow; shadow its results. `tensors`: the
+        op's tensor arguments. Returns whether it did (then the op's written inputs keep valid shadows)."""
+        if func.overloadpacket not in SHAPE_FACTORIES and any(
+                isinstance(t, FakeTensor) and self._known(t) is None for t in tensors):
+            return False  # the usual answer, without flattening the arguments
+        flat, spec = tree_flatten((args, kwargs))
         inputs = self._real_inputs(func, flat)
         if inputs is None:
             return False
@@ -281,6 +284,12 @@ class Shadows:
         for t in tensors:
             if isinstance(t, FakeTensor):
                 self._by_storage.pop(t.untyped_storage()._cdata, None)
+
+
+@functools.cache
+def _makes_known_values(func) -> bool:
+    """A factory whose values its arguments, or its input's shape, decide."""
+    return func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
 
 
 def _numel_of(view: tuple) -> int:
