@@ -1,6 +1,7 @@
 """The coordinator server: every rank's connection, served on one thread that owns the Coordinator.
 
     server = CoordinatorServer(coordinator, processes)       # listens on 127.0.0.1, a free port
+    # ranks on other machines (cli/multinode.py): host="0.0.0.0", advertise_host=NAME, token=a shared-secret MAC
     env["PHANTORA_COORDINATOR_TOKEN"] = server.token          # ranks connect to server.address
     server.start()                                            # serve on a background thread
     ...; server.rank_exited(r)                                # the launcher saw rank r's process end
@@ -116,7 +117,7 @@ class CoordinatorServer:
     """Serves the ranks of one simulation on one thread. See the module docstring."""
 
     def __init__(self, coordinator: RecordSink, processes: int, *, host: str = "127.0.0.1",
-                 token: str | None = None) -> None:
+                 token: str | None = None, advertise_host: str | None = None) -> None:
         if processes != len(coordinator.representatives):
             raise ValueError(f"{processes} rank processes differ from the coordinator's "
                              f"{len(coordinator.representatives)}")
@@ -130,8 +131,9 @@ class CoordinatorServer:
         self._listener = socket.create_server((host, 0), backlog=max(128, processes))
         self._listener.setblocking(False)
         bound_host, port = self._listener.getsockname()[:2]
-        self.address = f"{bound_host}:{port}"
-        """"host:port" the ranks connect to."""
+        self.address = f"{advertise_host or bound_host}:{port}"
+        """"host:port" the ranks connect to: `advertise_host` (the name other machines reach this one by, when
+        listening on every interface) or the address listened on."""
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector = selectors.DefaultSelector()
