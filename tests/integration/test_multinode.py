@@ -134,8 +134,7 @@ def test_a_real_program_on_two_launchers(tmp_path, monkeypatch):
     """torch's own rendezvous across launchers: node 1's ranks reach rank 0's store at MASTER_ADDR."""
     import os
     import sys
-
-    from conftest import REPO
+    from pathlib import Path
 
     script = tmp_path / "tiny.py"
     script.write_text(TINY_PROGRAM)
@@ -143,7 +142,7 @@ def test_a_real_program_on_two_launchers(tmp_path, monkeypatch):
            "--rdzv-endpoint", f"localhost:{free_port()}"]
     env = {**os.environ, "PHANTORA_SECRET": SECRET}
     launchers = [subprocess.Popen([sys.executable, "-m", "phantora.cli.main", *job, "--node-rank", str(node), "--out",
-                                   str(tmp_path / f"node{node}"), str(script)], cwd=REPO, env=env, text=True,
+                                   str(tmp_path / f"node{node}"), str(script)], cwd=Path(__file__).parents[2], env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for node in (0, 1)]
     (code0, out0, err0), (code1, out1, err1) = finish(*launchers)
     assert code0 == 0 and code1 == 0, err0 + err1

@@ -39,18 +39,19 @@ import re
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
 from phantora.cli.failure import RankExit
-from phantora.cli.launch import (LaunchConfig, LaunchError, RankSymmetry, _clear_stale_outputs, _Launcher, _Outcome,
+from phantora.cli.launch import (LaunchConfig, LaunchError, _clear_stale_outputs, _Launcher, _Outcome,
                                  _raise_open_file_limit, _Rank, _reap, _SignalCatcher, rank_environment)
 from phantora.cli.output import OutputPump
 from phantora.cli.processes import own_start_ticks, set_child_subreaper
+from phantora.protocol.symmetry import RankSymmetry
 from phantora.reports.summary import ProcessUsage
 from phantora.transport.server import CoordinatorServer
 
@@ -186,8 +187,6 @@ def coordinator_token(secret: str, nonce: str) -> str:
 # --- the entry --------------------------------------------------------------------------------------
 def launch_node(config: LaunchConfig, *, console_out: TextIO | None = None, console_err: TextIO | None = None) -> int:
     """Run this launcher's node of a job that spans several (Note [One job, several launchers])."""
-    import sys
-
     spec = config.rendezvous
     assert spec is not None
     out, err = console_out or sys.stdout, console_err or sys.stderr
@@ -205,7 +204,11 @@ def launch_node(config: LaunchConfig, *, console_out: TextIO | None = None, cons
                               f"{spec.join_timeout_s:g} s: {str(error).splitlines()[0]}") from None
     job = _wait_for(store, "job", spec.join_timeout_s, f"node 0's launcher did not publish the job at {spec.endpoint}")
     node = _claim_node(store, spec, job)
-    _check_same_job(config, job, node)
+    try:
+        _check_same_job(config, job, node)
+    except RendezvousError as error:
+        store.put(f"stopped/{node}", {"reason": str(error)})  # node 0 stops at once, not at its timeout
+        raise
     workers = replace(config.workers, master_port=job["master_port"])
     return _NodeLauncher(replace(config, workers=workers), out, err, store, node, job).run()
 
@@ -220,11 +223,11 @@ def _wait_for(store: _SignedStore, key: str, timeout_s: float, what: str) -> Any
 
 
 def _claim_node(store: _SignedStore, spec: RendezvousSpec, job: dict) -> int:
-    node = spec.node_rank if spec.node_rank is not None else store.add(f"{job['nonce']}/next_node", 1)
+    node = spec.node_rank if spec.node_rank is not None else store.add(f"next_node", 1)
     if not 0 < node < job["nnodes"]:
         raise RendezvousError(f"node rank {node} is not one of the job's other nodes (1..{job['nnodes'] - 1}): "
                               f"more launchers than --nnodes {job['nnodes']}")
-    if store.add(f"{job['nonce']}/joined/{node}", 1) != 1:
+    if store.add(f"joined/{node}", 1) != 1:
         raise RendezvousError(f"node {node} joined twice: two launchers were given --node-rank {node}")
     return node
 
@@ -331,11 +334,11 @@ class _HostLauncher(_Launcher):
 
         now = time.monotonic()
         for peer in self.peers.values():
-            stopped = self.store.take(f"{self.nonce}/stopped/{peer.node}")
+            stopped = self.store.take(f"stopped/{peer.node}")
             if stopped is not None:
                 return CoordinatorFault(f"phantora: the launcher of node {peer.node} stopped: {stopped['reason']}",
                                         time.time())
-            beats = self.store.add(f"{self.nonce}/alive/{peer.node}", 0)
+            beats = self.store.add(f"alive/{peer.node}", 0)
             if beats != peer.beats:
                 peer.beats, peer.heard_s = beats, now
             elif peer.beats and now - peer.heard_s > PEER_TIMEOUT_S:
@@ -346,9 +349,9 @@ class _HostLauncher(_Launcher):
                 return CoordinatorFault(f"phantora: node {peer.node}'s launcher did not join the rendezvous at "
                                         f"{self.rendezvous.endpoint} within {self.rendezvous.join_timeout_s:g} s",
                                         time.time())
-            count = self.store.add(f"{self.nonce}/exits/{peer.node}", 0)
+            count = self.store.add(f"exits/{peer.node}", 0)
             while peer.exits_seen < count:
-                event = self.store.take(f"{self.nonce}/exit/{peer.node}/{peer.exits_seen}")
+                event = self.store.take(f"exit/{peer.node}/{peer.exits_seen}")
                 if event is None:
                     break
                 peer.exits[event["rank"]] = event
@@ -375,14 +378,14 @@ class _HostLauncher(_Launcher):
             self.store.put("verdict", {"exit_code": code, "error": error, "out_dir": str(self.config.out_dir)})
             deadline = time.monotonic() + PEER_TIMEOUT_S  # the others read it before this process (the store) ends
             joined = len(self._joined_peers())
-            while self.store.add(f"{self.nonce}/done", 0) < joined and time.monotonic() < deadline:
+            while self.store.add(f"done", 0) < joined and time.monotonic() < deadline:
                 time.sleep(0.05)
         except RendezvousError:
             pass  # the store is this process's: nothing to lose
         return code
 
     def _joined_peers(self) -> list[_Peer]:
-        return [p for p in self.peers.values() if self.store.add(f"{self.nonce}/joined/{p.node}", 0)]
+        return [p for p in self.peers.values() if self.store.add(f"joined/{p.node}", 0)]
 
     def _gather_results(self) -> None:
         """Every other launcher's rank result files, into this run's output folder (no shared disk assumed)."""
@@ -392,12 +395,12 @@ class _HostLauncher(_Launcher):
             peer.heard_s = time.monotonic()
         while waiting and time.monotonic() < deadline:
             for peer in list(waiting.values()):
-                peer.results = self.store.take(f"{self.nonce}/results/{peer.node}")
+                peer.results = self.store.take(f"results/{peer.node}")
                 if peer.results is not None:
                     self._write_results(peer)
                     del waiting[peer.node]
                     continue
-                beats, now = self.store.add(f"{self.nonce}/alive/{peer.node}", 0), time.monotonic()
+                beats, now = self.store.add(f"alive/{peer.node}", 0), time.monotonic()
                 if beats != peer.beats:
                     peer.beats, peer.heard_s = beats, now
                 elif now - peer.heard_s > PEER_TIMEOUT_S:
@@ -442,7 +445,7 @@ class _NodeLauncher(_Launcher):
         self.coordinator_address = f"{spec.host}:{job['coordinator_port']}"
         self.token = coordinator_token(spec.secret, job["nonce"])
         self._posted = 0
-        self._beat = _Heartbeat(spec, job["nonce"], node)
+        self._beat = _Heartbeat(spec, node)
 
     def _spawned_ranks(self) -> range:
         return _node_ranks(self.config, self.node)
@@ -462,17 +465,16 @@ class _NodeLauncher(_Launcher):
     def _post_exit(self, r: _Rank) -> None:
         """Tell node 0 (its server counts a rank that exits without connecting as a failure, as for its own)."""
         try:
-            self.store.put(f"{self.job['nonce']}/exit/{self.node}/{self._posted}",
+            self.store.put(f"exit/{self.node}/{self._posted}",
                            {"rank": r.rank, "local_rank": r.local_rank, "pid": r.proc.pid, "exit_code": r.exit_code,
                             "wall_time": r.exited_at, "host": socket.gethostname()})
             self._posted += 1
-            self.store.add(f"{self.job['nonce']}/exits/{self.node}", 1)
+            self.store.add(f"exits/{self.node}", 1)
         except RendezvousError:
             pass  # node 0 is gone: supervision notices on its next look
 
     def run(self) -> int:
         cfg = self.config
-        nonce = self.job["nonce"]
         try:
             _clear_stale_outputs(cfg.out_dir, list(self._spawned_ranks()))
         except OSError as error:
@@ -499,7 +501,7 @@ class _NodeLauncher(_Launcher):
         try:
             if self.signals.received is not None:
                 name = signal.Signals(self.signals.received).name
-                self.store.put(f"{nonce}/stopped/{self.node}", {"reason": f"interrupted ({name})"})
+                self.store.put(f"stopped/{self.node}", {"reason": f"interrupted ({name})"})
             if lost is None:
                 self._send_results()
                 if self.signals.received is None:
@@ -521,7 +523,6 @@ class _NodeLauncher(_Launcher):
         """Until this node's ranks have ended, node 0 stopped the job, or a signal came. Returns why node 0
         cannot be reached, or None. A rank that fails here is node 0's to judge (it may have been told to stop
         by the coordinator): node 0 names the root cause and says stop."""
-        nonce = self.job["nonce"]
         next_look = 0.0
         while True:
             self.pump.poll(self.config.monitor_interval_s)
@@ -536,7 +537,7 @@ class _NodeLauncher(_Launcher):
                 failing = any(r.exit_code not in (None, 0) for r in self.ranks)  # node 0 says stop in a moment
                 next_look = time.monotonic() + (self.config.monitor_interval_s if failing else HEARTBEAT_S)
                 try:
-                    stop = self.store.take(f"{nonce}/stop")
+                    stop = self.store.take(f"stop")
                 except RendezvousError as error:
                     return str(error)
                 if stop is not None and stop["failed"]:
@@ -552,14 +553,14 @@ class _NodeLauncher(_Launcher):
             if r.usage is not None:
                 usage.append({"rank": r.rank, "peak_rss_bytes": r.usage.peak_rss_bytes, "cpu_s": r.usage.cpu_s})
             tails[str(r.rank)] = list(self.pump.stderr_tail(r.rank))
-        self.store.put(f"{self.job['nonce']}/results/{self.node}", {"files": files, "usage": usage,
+        self.store.put(f"results/{self.node}", {"files": files, "usage": usage,
                                                                     "stderr_tails": tails})
 
     def _await_verdict(self) -> int:
         spec = self.config.rendezvous
         verdict = _wait_for(self.store, "verdict", spec.join_timeout_s,
                             f"node 0's launcher ({spec.endpoint}) did not say how the job ended")
-        self.store.add(f"{self.job['nonce']}/done", 1)
+        self.store.add(f"done", 1)
         where = f"node 0 ({spec.host}) wrote the reports to {verdict['out_dir']}/"
         if verdict["exit_code"] == 0:
             self.pump.say(f"phantora: the job finished; {where}")
@@ -573,8 +574,8 @@ class _Heartbeat:
     """Beats for node 0 from a thread of its own (with its own store connection), so a launcher busy starting
     or stopping ranks is never taken for gone; notes when node 0's store cannot be reached."""
 
-    def __init__(self, spec: RendezvousSpec, nonce: str, node: int) -> None:
-        self._spec, self._key, self._node = spec, f"{_PREFIX}{nonce}/alive/{node}", node
+    def __init__(self, spec: RendezvousSpec, node: int) -> None:
+        self._spec, self._key = spec, f"{_PREFIX}alive/{node}"
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="phantora-heartbeat", daemon=True)
         self.lost: str | None = None

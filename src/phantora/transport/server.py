@@ -43,6 +43,8 @@ _SEND_TIMEOUT_S = 30.0
 """A rank that does not take a small reply within this long is stuck; the run fails rather than hangs."""
 _FAILURE_SEND_TIMEOUT_S = 1.0
 
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
 FailureKind = Literal["disconnect", "deadlock", "coordinator", "protocol", "internal"]
 
 
@@ -121,6 +123,10 @@ class CoordinatorServer:
         if processes != len(coordinator.representatives):
             raise ValueError(f"{processes} rank processes differ from the coordinator's "
                              f"{len(coordinator.representatives)}")
+        if token is None and host not in _LOOPBACK_HOSTS:
+            # a generated token reaches only this machine's ranks (their environment); other machines need the
+            # secret their launchers share
+            raise ValueError(f"listening on {host!r}, beyond loopback, needs a token derived from a shared secret")
         self._expected = frozenset(coordinator.representatives)
         self.coordinator = coordinator
         """The engine; read it only after `wait()` returned True (this server's thread owns it until then)."""
