@@ -215,11 +215,12 @@ def test_ranks_of_other_machines_reach_a_server_by_its_advertised_name_and_share
     network = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=1)))
     with pytest.raises(ValueError, match="beyond loopback, needs a token"):
         CoordinatorServer(Coordinator(world, network), world, host="0.0.0.0")
-    server = CoordinatorServer(Coordinator(world, network), world, host="0.0.0.0", token="t" * 64,
-                               advertise_host="localhost")
+    every_interface = "::" if socket.has_dualstack_ipv6() else "0.0.0.0"
+    server = CoordinatorServer(Coordinator(world, network), world, host=every_interface, token="t" * 64,
+                               advertise_host="127.0.0.1")
     server.start()
     try:
-        assert server.address.startswith("localhost:") and server.token == "t" * 64
+        assert server.address.startswith("127.0.0.1:") and server.token == "t" * 64
         client = connect(server, 0)
         client.send([RankFinished(0)])
         assert server.wait(10) and server.finished

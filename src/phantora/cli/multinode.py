@@ -273,7 +273,8 @@ class _HostLauncher(_Launcher):
     def _new_server(self) -> CoordinatorServer:
         spec = self.rendezvous
         # loopback: ranks of other launchers on this machine only; else every interface, for other machines
-        return CoordinatorServer(self.coordinator, self.processes, host="127.0.0.1" if spec.loopback else "0.0.0.0",
+        every_interface = "::" if socket.has_dualstack_ipv6() else "0.0.0.0"
+        return CoordinatorServer(self.coordinator, self.processes, host="127.0.0.1" if spec.loopback else every_interface,
                                  token=coordinator_token(spec.secret, self.nonce), advertise_host=spec.host)
 
     def _spawned_ranks(self) -> range:

@@ -44,6 +44,7 @@ _SEND_TIMEOUT_S = 30.0
 _FAILURE_SEND_TIMEOUT_S = 1.0
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Where a server may listen with a token of its own making (only this machine's ranks can reach it)."""
 
 FailureKind = Literal["disconnect", "deadlock", "coordinator", "protocol", "internal"]
 
@@ -134,7 +135,11 @@ class CoordinatorServer:
         self.token = secrets.token_hex(16) if token is None else token
         """Ranks must present this in their Hello (RankClient reads it from $PHANTORA_COORDINATOR_TOKEN)."""
         # a backlog for every rank: they all connect at once (the kernel caps it at somaxconn)
-        self._listener = socket.create_server((host, 0), backlog=max(128, processes))
+        # "::" is every interface, IPv4 and IPv6 both where the OS allows one socket to serve both
+        dual = host == "::" and socket.has_dualstack_ipv6()
+        self._listener = socket.create_server((host, 0), backlog=max(128, processes),
+                                              family=socket.AF_INET6 if host == "::" else socket.AF_INET,
+                                              dualstack_ipv6=dual)
         self._listener.setblocking(False)
         bound_host, port = self._listener.getsockname()[:2]
         self.address = f"{advertise_host or bound_host}:{port}"
