@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TextIO
 
-from phantora.cli.failure import RankExit
+from phantora.cli.failure import CoordinatorFault, RankExit
 from phantora.cli.launch import (LaunchConfig, LaunchError, _clear_stale_outputs, _Launcher, _Outcome,
                                  _raise_open_file_limit, _Rank, _reap, _SignalCatcher, rank_environment)
 from phantora.cli.output import OutputPump
@@ -223,7 +223,7 @@ def _wait_for(store: _SignedStore, key: str, timeout_s: float, what: str) -> Any
 
 
 def _claim_node(store: _SignedStore, spec: RendezvousSpec, job: dict) -> int:
-    node = spec.node_rank if spec.node_rank is not None else store.add(f"next_node", 1)
+    node = spec.node_rank if spec.node_rank is not None else store.add("next_node", 1)
     if not 0 < node < job["nnodes"]:
         raise RendezvousError(f"node rank {node} is not one of the job's other nodes (1..{job['nnodes'] - 1}): "
                               f"more launchers than --nnodes {job['nnodes']}")
@@ -331,8 +331,6 @@ class _HostLauncher(_Launcher):
 
     def _watch_peers(self) -> Any:
         """Take in the other launchers' rank exits; a launcher that left or never came is the job's failure."""
-        from phantora.cli.failure import CoordinatorFault
-
         now = time.monotonic()
         for peer in self.peers.values():
             stopped = self.store.take(f"stopped/{peer.node}")
@@ -379,7 +377,7 @@ class _HostLauncher(_Launcher):
             self.store.put("verdict", {"exit_code": code, "error": error, "out_dir": str(self.config.out_dir)})
             deadline = time.monotonic() + PEER_TIMEOUT_S  # the others read it before this process (the store) ends
             joined = len(self._joined_peers())
-            while self.store.add(f"done", 0) < joined and time.monotonic() < deadline:
+            while self.store.add("done", 0) < joined and time.monotonic() < deadline:
                 time.sleep(0.05)
         except RendezvousError:
             pass  # the store is this process's: nothing to lose
@@ -538,7 +536,7 @@ class _NodeLauncher(_Launcher):
                 failing = any(r.exit_code not in (None, 0) for r in self.ranks)  # node 0 says stop in a moment
                 next_look = time.monotonic() + (self.config.monitor_interval_s if failing else HEARTBEAT_S)
                 try:
-                    stop = self.store.take(f"stop")
+                    stop = self.store.take("stop")
                 except RendezvousError as error:
                     return str(error)
                 if stop is not None and stop["failed"]:
@@ -561,7 +559,7 @@ class _NodeLauncher(_Launcher):
         spec = self.config.rendezvous
         verdict = _wait_for(self.store, "verdict", spec.join_timeout_s,
                             f"node 0's launcher ({spec.endpoint}) did not say how the job ended")
-        self.store.add(f"done", 1)
+        self.store.add("done", 1)
         where = f"node 0 ({spec.host}) wrote the reports to {verdict['out_dir']}/"
         if verdict["exit_code"] == 0:
             self.pump.say(f"phantora: the job finished; {where}")
