@@ -208,3 +208,21 @@ def test_results_do_not_depend_on_os_scheduling(monkeypatch):
     assert any(s.collectives and s.start_ns < s.collectives[0].start_ns for per_rank in spans for s in per_rank)
     for _ in range(2):
         assert run_programs(programs) == reference
+
+
+def test_ranks_of_other_machines_reach_a_server_by_its_advertised_name_and_shared_token():
+    world = 1
+    network = NetworkSimulator(Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=1)))
+    with pytest.raises(ValueError, match="beyond loopback, needs a token"):
+        CoordinatorServer(Coordinator(world, network), world, host="0.0.0.0")
+    every_interface = "::" if socket.has_dualstack_ipv6() else "0.0.0.0"
+    server = CoordinatorServer(Coordinator(world, network), world, host=every_interface, token="t" * 64,
+                               advertise_host="127.0.0.1")
+    server.start()
+    try:
+        assert server.address.startswith("127.0.0.1:") and server.token == "t" * 64
+        client = connect(server, 0)
+        client.send([RankFinished(0)])
+        assert server.wait(10) and server.finished
+    finally:
+        server.close()

@@ -163,15 +163,12 @@ def _torchrun_args(launch: ModuleType, args: argparse.Namespace) -> argparse.Nam
     torchrun = launch._filter_args(args, distributed_run.get_args_parser(),
                                    ["--training_script", args.training_script,
                                     "--training_script_args", args.training_script_args])
-    defaults = distributed_run.get_args_parser().parse_args(["placeholder.py"])
-    for name in ("node_rank", "master_addr", "rdzv_endpoint"):
-        setattr(torchrun, name, getattr(defaults, name))
     # options `phantora torchrun` knows and this torch's torchrun lacks (2.14's --log-line-prefix-template on
-    # 2.13) take their defaults: the plan reads every one
+    # 2.13) take their defaults: the plan reads every one; so do the ones that place this machine (unset)
     ours = argparse.ArgumentParser(add_help=False)
     add_torchrun_arguments(ours)
     for name, value in vars(ours.parse_args(["placeholder.py"])).items():
-        if not hasattr(torchrun, name):
+        if not hasattr(torchrun, name) or name in ("node_rank", "master_addr", "rdzv_endpoint"):
             setattr(torchrun, name, value)
     return torchrun
 

@@ -36,6 +36,8 @@ class RankExit:
     stderr_tail: tuple[str, ...] = ()
     note: str = ""
     """What else is known (e.g. "disconnected from the coordinator before it finished")."""
+    host: str = ""
+    """The machine it ran on, when not this one (a rank of another launcher: cli/multinode.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +111,7 @@ def _format_rank(idx: int, failure: RankExit) -> str:
     error_file = failure.error_file if _error_file_message(failure.error_file) is not None else _NA
     return (f"[{idx}]:\n"
             f"  time      : {_stamp(failure.wall_time)}\n"
-            f"  host      : {socket.gethostname()}\n"
+            f"  host      : {failure.host or socket.gethostname()}\n"
             f"  rank      : {failure.rank} (local_rank: {failure.local_rank})\n"
             f"  exitcode  : {failure.exit_code} (pid: {failure.pid}){_signal_name(failure.exit_code)}\n"
             f"  error_file: {error_file}\n"

@@ -57,7 +57,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, TextIO
+from typing import TYPE_CHECKING, ClassVar, TextIO
 
 from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
 from phantora.cli.output import OutputConfig, OutputPump
@@ -72,6 +72,9 @@ from phantora.reports.summary import ProcessUsage, build_summary, print_summary,
 from phantora.specs import DeviceProfile
 from phantora.transport.client import TOKEN_ENV_VAR
 from phantora.transport.server import CoordinatorServer, ServerFailure
+
+if TYPE_CHECKING:
+    from phantora.cli.multinode import RendezvousSpec
 
 DEFAULT_RANK_ENTRY: tuple[str, ...] = (sys.executable, "-m", "phantora.runtime.bootstrap")
 """The rank process: the runtime's bootstrap, followed by the program's argv."""
@@ -144,8 +147,10 @@ class TorchrunEnv:
     role: str = "default"
     max_restarts: int = 0
     master_port: int | None = None
-    """Port of rank 0's TCPStore (MASTER_PORT); None: a free port. MASTER_ADDR is always 127.0.0.1:
-    every simulated node runs on this machine."""
+    """Port of rank 0's TCPStore (MASTER_PORT); None: a free port."""
+    master_addr: str = "127.0.0.1"
+    """MASTER_ADDR: this machine, where every simulated node runs, unless the job spans several launchers
+    (cli/multinode.py: node 0's host)."""
     virtual_local_rank: bool = False
     """LOCAL_RANK=0 for every worker, each seeing one GPU (torchrun --virtual-local-rank)."""
 
@@ -160,7 +165,7 @@ class TorchrunEnv:
             "ROLE_RANK": str(place.rank),
             "ROLE_WORLD_SIZE": str(place.world_size),
             "ROLE_NAME": self.role,
-            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_ADDR": self.master_addr,
             "MASTER_PORT": str(place.master_port),
             "TORCHELASTIC_RESTART_COUNT": "0",
             "TORCHELASTIC_MAX_RESTARTS": str(self.max_restarts),
@@ -250,6 +255,8 @@ class LaunchConfig:
     ranks: str = "auto"
     """`--ranks`: "all", a process for every rank; "auto", representative ranks for a job of several nodes
     (protocol/symmetry.py Note [Representative ranks]), every rank within one node."""
+    rendezvous: RendezvousSpec | None = None
+    """This launcher is one of several, one per node (cli/multinode.py); None: every node runs here."""
 
     def __post_init__(self) -> None:
         if not self.profile.key == self.rank_config.gpu == self.cluster.gpu:
@@ -377,7 +384,7 @@ class _Launcher:
         power = config.profile.power.value if config.power_cap else None
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
                                        sharing=sharing, power=power, symmetry=symmetry)
-        self.server = CoordinatorServer(self.coordinator, self.processes)
+        self.server = self._new_server()
         role = config.workers.role if config.workers else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)
         self.ranks: list[_Rank] = []
@@ -393,6 +400,9 @@ class _Launcher:
         self._next_progress = 0.0
         self._progress_records = 0
         self._progress_at = 0.0
+
+    def _new_server(self) -> CoordinatorServer:
+        return CoordinatorServer(self.coordinator, self.processes)
 
     def run(self) -> int:
         cfg = self.config
@@ -437,7 +447,7 @@ class _Launcher:
             from torch.distributed import TCPStore  # only here: the launcher otherwise needs no torch
 
             self._store = TCPStore("127.0.0.1", self.master_port, is_master=True, wait_for_workers=False)
-        for rank in self.symmetry.representatives:
+        for rank in self._spawned_ranks():
             local_rank = rank % cfg.nproc_per_node
             argv = [*cfg.rank_entry, *cfg.program.argv(local_rank)]
             try:
@@ -447,6 +457,11 @@ class _Launcher:
                 raise LaunchError(f"cannot start rank {rank} ({argv[0]}): {error}") from None
             self.ranks.append(_Rank(rank, local_rank, proc))
             self.pump.attach(rank, local_rank, proc)
+
+    def _spawned_ranks(self) -> Sequence[int]:
+        """The rank processes this launcher starts: every one that runs, unless other launchers start some
+        (cli/multinode.py)."""
+        return self.symmetry.representatives
 
     def _rank_stdin(self) -> int | None:
         """The launcher's stdin for `phantora run` when it is a file or pipe; else nothing. A rank runs in its
@@ -525,9 +540,6 @@ class _Launcher:
                       f"{refined.processes} of {self.world_size}")
         return refined
 
-    def _rank(self, rank: int) -> _Rank:
-        return next(r for r in self.ranks if r.rank == rank)
-
     def _reap(self) -> None:
         for r in self.ranks:
             if r.exit_code is None and _reap(r):
@@ -547,9 +559,9 @@ class _Launcher:
             return _Culprit(failed)
         if failure.kind == "deadlock":
             return self._deadlock_cause(failure)
-        if failure.kind != "disconnect" or failure.rank is None:
+        culprit = next((r for r in self.ranks if r.rank == failure.rank), None)
+        if failure.kind != "disconnect" or culprit is None:  # None: no rank, or one another launcher started
             return _coordinator_fault(failure)
-        culprit = self._rank(failure.rank)
         if culprit.exit_code is None and not self._grace_over():
             return None
         return _Culprit(culprit, note=failure.message)
@@ -561,7 +573,7 @@ class _Launcher:
         failed = next((r for r in self.exit_order if r.rank in finished and r.exit_code != 0), None)
         if failed is not None:
             return _Culprit(failed, note="its peers were left waiting for it (the coordinator found a deadlock)")
-        if any(self._rank(r).exit_code is None for r in finished) and not self._grace_over():
+        if any(r.exit_code is None for r in self.ranks if r.rank in finished) and not self._grace_over():
             return None
         return _coordinator_fault(failure)
 
@@ -654,7 +666,7 @@ class _Launcher:
             world_size=self.world_size, representatives=self.symmetry.representatives, out_dir=cfg.out_dir,
             exit_code=exit_code,
             complete=self.server.finished and exit_code == 0,
-            wall_s=wall_s, processes=[r.usage for r in self.ranks if r.usage is not None],
+            wall_s=wall_s, processes=self._process_usage(),
             launcher_peak_rss_bytes=_peak_rss_bytes(own.ru_maxrss), launcher_cpu_s=own.ru_utime + own.ru_stime,
             records=self.server.progress().records, error=error,
             host_time=cfg.rank_config.host_time, host_time_scale=cfg.rank_config.host_time_scale,
@@ -671,6 +683,9 @@ class _Launcher:
             self.pump.say(f"phantora: error: {error}; partial results are in {cfg.out_dir}/")
         self.pump.close()
         return exit_code
+
+    def _process_usage(self) -> list[ProcessUsage]:
+        return [r.usage for r in self.ranks if r.usage is not None]
 
     def _resolve(self, root: _Culprit | CoordinatorFault | None) -> RankExit | CoordinatorFault | None:
         return self._rank_exit(root.rank, note=root.note) if isinstance(root, _Culprit) else root
@@ -823,6 +838,9 @@ def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_e
     """Simulate the job; returns the exit code (0, 1 like torchrun's ChildFailedError, the program's
     own code for `phantora run`, 128+N on signal N). Reports are written in every case. With representative
     ranks, a run that finds a group its period does not admit starts again at a refined period."""
+    if config.rendezvous is not None:  # one launcher of several
+        from phantora.cli.multinode import launch_node
+        return launch_node(config, console_out=console_out, console_err=console_err)
     symmetry, used_groups = config.first_symmetry(), []
     (config.out_dir / FOLDING_FILE).unlink(missing_ok=True)  # an earlier run's
     while True:

@@ -406,7 +406,8 @@ def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace,
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
                             extra_env=dict(extra_env or {}), output=plan.output,
                             shutdown_grace_s=plan.shutdown_grace_s, monitor_interval_s=plan.monitor_interval_s,
-                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks)
+                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks,
+                            rendezvous=plan.rendezvous)
     return config, plan.notes
 
 

@@ -1,10 +1,12 @@
 """`phantora torchrun`: the arguments torchrun takes, with torchrun's meaning, turned into a LaunchConfig.
 
 The option list, spellings (`--nproc-per-node` and `--nproc_per_node`), defaults and `PET_*`
-environment defaults follow torch/distributed/run.py (`get_args_parser`, torch 2.13). What differs
-because every node is simulated by this one command on this machine:
-- `--node-rank`, `--master-addr`, `--rdzv-endpoint`, `--local-addr` are not used (MASTER_ADDR is
-  127.0.0.1; rank 0's init_process_group hosts the store, as with torchrun's static rendezvous);
+environment defaults follow torch/distributed/run.py (`get_args_parser`, torch 2.13). A job of several
+nodes runs here whole, or, given where its launchers meet or which node this is (`--rdzv-endpoint`,
+`--node-rank K`, a `--master-addr` of another machine), as one launcher per machine (`rendezvous_spec`, cli/multinode.py).
+What differs from torchrun:
+- with every node here, `--local-addr` is not used (MASTER_ADDR is 127.0.0.1; rank 0's
+  init_process_group hosts the store, as with torchrun's static rendezvous);
 - `--nnodes` is a number (or N:N), not an elastic range; `--nproc-per-node gpu`/`auto` is the
   cluster's GPUs per node; `--max-restarts` is accepted but a failed simulation is not restarted
   (it would fail the same way);
@@ -25,9 +27,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from phantora.cli.launch import LaunchConfig, ProgramSpec, TorchrunEnv
+from phantora.cli.multinode import DEFAULT_JOIN_TIMEOUT_S, RendezvousSpec
 from phantora.cli.output import DEFAULT_PREFIX_TEMPLATE, OutputConfig, parse_std
 
 _LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0")
+_DEFAULT_RDZV_PORT = 29400
+"""torch's default port for a rendezvous endpoint without one (torch/distributed/elastic/rendezvous/utils.py)."""
+_DEFAULT_MASTER_PORT = 29500
+"""torchrun's --master-port default: the static rendezvous's port when none is given."""
+SECRET_ENV_VAR = "PHANTORA_SECRET"
+"""The secret shared by the launchers of a job on several machines, when --secret-file is not given."""
+_MIN_SECRET_CHARS = 16
 _DEFAULT_SHUTDOWN_TIMEOUT_S = 30
 
 
@@ -61,7 +71,8 @@ def add_torchrun_arguments(parser: argparse.ArgumentParser) -> None:
     _option(t, "--nproc-per-node", "--nproc_per_node", type=str, default="1",
             help="processes (simulated GPUs) per node: a number, or gpu/auto = the cluster's GPUs per node")
     _option(t, "--rdzv-backend", "--rdzv_backend", type=str, default="static", help="accepted; not used")
-    _option(t, "--rdzv-endpoint", "--rdzv_endpoint", type=str, default="", help="accepted; not used")
+    _option(t, "--rdzv-endpoint", "--rdzv_endpoint", type=str, default="",
+            help="HOST[:PORT] where the launchers of a job on several machines meet (node 0's machine)")
     _option(t, "--rdzv-id", "--rdzv_id", type=str, default="none", help="the job id (TORCHELASTIC_RUN_ID)")
     _option(t, "--rdzv-conf", "--rdzv_conf", type=str, default="", help="accepted; not used")
     _option(t, "--standalone", switch=True, help="single-node rendezvous (a fresh run id)")
@@ -91,11 +102,13 @@ def add_torchrun_arguments(parser: argparse.ArgumentParser) -> None:
             help="accepted; not used")
     _option(t, "--duplicate-stderr-filters", "--duplicate_stderr_filters", type=str, default="",
             help="accepted; not used")
-    _option(t, "--node-rank", "--node_rank", type=int, default=0, help="ignored: every node is simulated")
+    _option(t, "--node-rank", "--node_rank", type=int, default=None,
+            help="this machine's node, with one launcher per machine (static rendezvous; torchrun's default 0)")
     _option(t, "--master-addr", "--master_addr", type=str, default="127.0.0.1",
-            help="ignored: MASTER_ADDR is 127.0.0.1")
+            help="node 0's machine, with one launcher per machine (static rendezvous)")
     _option(t, "--master-port", "--master_port", type=int, default=None,
-            help="MASTER_PORT for rank 0's store (default: a free port)")
+            help="MASTER_PORT for rank 0's store (default: a free port); with one launcher per machine and no "
+                 "--rdzv-endpoint, the rendezvous port on node 0 (default 29500)")
     _option(t, "--local-addr", "--local_addr", type=str, default=None, help="accepted; not used")
     _option(t, "--logs-specs", "--logs_specs", type=str, default=None, help="accepted; not used")
     _option(t, "--numa-binding", "--numa_binding", type=str, default=None, help="accepted; not used")
@@ -105,6 +118,9 @@ def add_torchrun_arguments(parser: argparse.ArgumentParser) -> None:
             help="seconds ranks get to exit after a failure or signal before SIGKILL (default 30)")
     _option(t, "--virtual-local-rank", "--virtual_local_rank", switch=True,
             help="LOCAL_RANK=0 for every rank, each seeing one GPU")
+    m = parser.add_argument_group("several machines (Phantora)")
+    m.add_argument("--secret-file", default=None, metavar="FILE",
+                   help=f"the secret every launcher of a job on several machines shares (default: ${SECRET_ENV_VAR})")
     parser.add_argument("training_script", help="the training script (or module with -m)")
     parser.add_argument("training_script_args", nargs=argparse.REMAINDER, help="its arguments, untouched")
 
@@ -187,15 +203,90 @@ def master_port(args: argparse.Namespace) -> int | None:
     return args.master_port if static else None
 
 
-def ignored_notes(args: argparse.Namespace) -> list[str]:
-    """One note naming every given option that has no effect here."""
+def spans_machines(args: argparse.Namespace, nnodes: int) -> bool:
+    """Whether the command is one launcher of several: several nodes, and it says where they meet."""
+    endpoint = args.rdzv_endpoint and not args.standalone
+    placed = args.node_rank is not None or args.master_addr not in _LOCAL_ADDRESSES
+    return nnodes > 1 and bool(endpoint or placed)
+
+
+def rendezvous_spec(args: argparse.Namespace, nnodes: int) -> RendezvousSpec | None:
+    """Where the launchers of a job on several machines meet, this one's node, and their secret; None when
+    every node runs here. As torchrun: the endpoint is --rdzv-endpoint, or under the static backend
+    --master-addr:--master-port; the static backend takes the node rank from --node-rank, the others hand it
+    out (the endpoint's machine is node 0)."""
+    if not spans_machines(args, nnodes):
+        return None
+    static, node_rank = args.rdzv_backend == "static", args.node_rank or 0
+    if args.rdzv_endpoint:
+        host, port = _endpoint(args.rdzv_endpoint)
+    else:
+        host, port = args.master_addr, args.master_port or _DEFAULT_MASTER_PORT
+    if static and not 0 <= node_rank < nnodes:
+        raise TorchrunArgumentError(f"--node-rank must be in 0..{nnodes - 1} for --nnodes {nnodes}, got {node_rank}")
+    return RendezvousSpec(host=host, port=port, node_rank=node_rank if static else None,
+                          secret=read_secret(args.secret_file), join_timeout_s=_join_timeout(args.rdzv_conf))
+
+
+def _endpoint(value: str) -> tuple[str, int]:
+    host, colon, port = value.rpartition(":")
+    if not colon or host.endswith(":") or "]" in port:  # no port, or a bare IPv6 address
+        host, port = value, str(_DEFAULT_RDZV_PORT)
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not host or not 0 < number < 65536:
+        raise TorchrunArgumentError(f"--rdzv-endpoint must be HOST or HOST:PORT, got {value!r}")
+    return host, number
+
+
+def _join_timeout(rdzv_conf: str) -> float:
+    """--rdzv-conf's join_timeout (torchrun's c10d option: how long the launchers wait for each other)."""
+    for item in filter(None, rdzv_conf.split(",")):
+        key, _, value = item.partition("=")
+        if key.strip() == "join_timeout":
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = -1.0
+            if seconds <= 0:
+                raise TorchrunArgumentError(f"--rdzv-conf join_timeout must be a number of seconds > 0, got {value!r}")
+            return seconds
+    return DEFAULT_JOIN_TIMEOUT_S
+
+
+def read_secret(path: str | None) -> str:
+    """The launchers' shared secret: --secret-file's contents, else $PHANTORA_SECRET. Required: the coordinator
+    and the rendezvous then accept only this job's launchers and ranks."""
+    if path:
+        try:
+            secret = Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise TorchrunArgumentError(f"cannot read --secret-file {path}: {getattr(error, 'strerror', None) or error}") from None
+    else:
+        secret = os.environ.get(SECRET_ENV_VAR, "").strip()
+    if not secret:
+        raise TorchrunArgumentError("a job on several launchers needs a shared secret, the same for every launcher: "
+                                    f"--secret-file FILE or ${SECRET_ENV_VAR} (e.g. from `openssl rand -hex 32`)")
+    if len(secret) < _MIN_SECRET_CHARS:
+        raise TorchrunArgumentError(f"the shared secret has {len(secret)} characters; use at least {_MIN_SECRET_CHARS} "
+                                    "(e.g. `openssl rand -hex 32`)")
+    return secret
+
+
+def ignored_notes(args: argparse.Namespace, *, several_launchers: bool = False) -> list[str]:
+    """One note naming every given option that has no effect here (with several launchers, the node rank,
+    master address and endpoint place this one)."""
     unused = []
-    if args.node_rank:
-        unused.append(f"--node-rank {args.node_rank}")
-    if args.master_addr not in _LOCAL_ADDRESSES:
-        unused.append(f"--master-addr {args.master_addr}")
-    if args.rdzv_endpoint and not args.standalone:
-        unused.append(f"--rdzv-endpoint {args.rdzv_endpoint}")
+    if not several_launchers:
+        if args.node_rank:
+            unused.append(f"--node-rank {args.node_rank}")
+        if args.master_addr not in _LOCAL_ADDRESSES:
+            unused.append(f"--master-addr {args.master_addr}")
+        if args.rdzv_endpoint and not args.standalone:
+            unused.append(f"--rdzv-endpoint {args.rdzv_endpoint}")
     if args.local_addr:
         unused.append(f"--local-addr {args.local_addr}")
     notes = []
@@ -219,6 +310,8 @@ class TorchrunPlan:
     shutdown_grace_s: float
     monitor_interval_s: float
     notes: list[str]
+    rendezvous: RendezvousSpec | None = None
+    """One launcher of several (cli/multinode.py); None: every node runs here."""
 
 
 def torchrun_plan(args: argparse.Namespace, out_dir: str,
@@ -239,8 +332,10 @@ def torchrun_plan(args: argparse.Namespace, out_dir: str,
                          or DEFAULT_PREFIX_TEMPLATE),
         local_ranks_filter=parse_local_ranks_filter(args.local_ranks_filter),
         redirects=redirects, tee=tee, log_dir=args.log_dir or str(Path(out_dir) / "logs"))
+    rendezvous = rendezvous_spec(args, nnodes)
+    # with several launchers --master-port is the rendezvous's; node 0 picks rank 0's store port
     env = TorchrunEnv(run_id=run_id(args, nnodes), role=args.role, max_restarts=args.max_restarts,
-                      master_port=master_port(args), virtual_local_rank=args.virtual_local_rank)
+                      master_port=None if rendezvous else master_port(args), virtual_local_rank=args.virtual_local_rank)
     grace = args.shutdown_timeout
     if grace is None:
         variable = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
@@ -249,5 +344,6 @@ def torchrun_plan(args: argparse.Namespace, out_dir: str,
         raise TorchrunArgumentError(f"--shutdown-timeout must be >= 0, got {grace}")
     return TorchrunPlan(nnodes=nnodes, nproc_spec=args.nproc_per_node, program=program_spec(args, python_program),
                         torchrun=env, output=output, shutdown_grace_s=float(grace),
-                        monitor_interval_s=args.monitor_interval, notes=ignored_notes(args))
+                        monitor_interval_s=args.monitor_interval,
+                        notes=ignored_notes(args, several_launchers=rendezvous is not None), rendezvous=rendezvous)
 

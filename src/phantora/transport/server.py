@@ -1,6 +1,7 @@
 """The coordinator server: every rank's connection, served on one thread that owns the Coordinator.
 
     server = CoordinatorServer(coordinator, processes)       # listens on 127.0.0.1, a free port
+    # ranks on other machines (cli/multinode.py): host="0.0.0.0", advertise_host=NAME, token=a shared-secret MAC
     env["PHANTORA_COORDINATOR_TOKEN"] = server.token          # ranks connect to server.address
     server.start()                                            # serve on a background thread
     ...; server.rank_exited(r)                                # the launcher saw rank r's process end
@@ -41,6 +42,9 @@ _RECV_BYTES = 1 << 20
 _SEND_TIMEOUT_S = 30.0
 """A rank that does not take a small reply within this long is stuck; the run fails rather than hangs."""
 _FAILURE_SEND_TIMEOUT_S = 1.0
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Where a server may listen with a token of its own making (only this machine's ranks can reach it)."""
 
 FailureKind = Literal["disconnect", "deadlock", "coordinator", "protocol", "internal"]
 
@@ -116,10 +120,14 @@ class CoordinatorServer:
     """Serves the ranks of one simulation on one thread. See the module docstring."""
 
     def __init__(self, coordinator: RecordSink, processes: int, *, host: str = "127.0.0.1",
-                 token: str | None = None) -> None:
+                 token: str | None = None, advertise_host: str | None = None) -> None:
         if processes != len(coordinator.representatives):
             raise ValueError(f"{processes} rank processes differ from the coordinator's "
                              f"{len(coordinator.representatives)}")
+        if token is None and host not in _LOOPBACK_HOSTS:
+            # a generated token reaches only this machine's ranks (their environment); other machines need the
+            # secret their launchers share
+            raise ValueError(f"listening on {host!r}, beyond loopback, needs a token derived from a shared secret")
         self._expected = frozenset(coordinator.representatives)
         self.coordinator = coordinator
         """The engine; read it only after `wait()` returned True (this server's thread owns it until then)."""
@@ -127,11 +135,16 @@ class CoordinatorServer:
         self.token = secrets.token_hex(16) if token is None else token
         """Ranks must present this in their Hello (RankClient reads it from $PHANTORA_COORDINATOR_TOKEN)."""
         # a backlog for every rank: they all connect at once (the kernel caps it at somaxconn)
-        self._listener = socket.create_server((host, 0), backlog=max(128, processes))
+        # "::" is every interface, IPv4 and IPv6 both where the OS allows one socket to serve both
+        dual = host == "::" and socket.has_dualstack_ipv6()
+        self._listener = socket.create_server((host, 0), backlog=max(128, processes),
+                                              family=socket.AF_INET6 if host == "::" else socket.AF_INET,
+                                              dualstack_ipv6=dual)
         self._listener.setblocking(False)
         bound_host, port = self._listener.getsockname()[:2]
-        self.address = f"{bound_host}:{port}"
-        """"host:port" the ranks connect to."""
+        self.address = f"{advertise_host or bound_host}:{port}"
+        """"host:port" the ranks connect to: `advertise_host` (the name other machines reach this one by, when
+        listening on every interface) or the address listened on."""
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector = selectors.DefaultSelector()

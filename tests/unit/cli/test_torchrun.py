@@ -54,13 +54,62 @@ def test_program_forms(script):
 
 
 def test_ignored_options_are_named_once(script):
-    config, notes = configure("--gpu", "h200", "--nnodes", "2", "--nproc-per-node", "8", "--node-rank", "1",
+    """One node: the options that would place it among several machines are named, not used."""
+    config, notes = configure("--gpu", "h200", "--nnodes", "1", "--nproc-per-node", "8", "--node-rank", "1",
                               "--master-addr", "node0.cluster", "--master_port", "29501", "--max-restarts", "3",
                               "--rdzv-endpoint", "node0:29400", "--monitor-interval", "0.05", script)
-    assert len(notes) == 2
+    assert len(notes) == 2 and config.rendezvous is None
     assert "--node-rank 1" in notes[0] and "--master-addr node0.cluster" in notes[0] and "rdzv-endpoint" in notes[0]
     assert "--max-restarts 3" in notes[1]
     assert config.workers.master_port == 29501 and config.monitor_interval_s == 0.05
+
+
+SECRET = "0123456789abcdef0123"
+
+
+def test_several_launchers_from_torchruns_multi_node_flags(script, tmp_path, monkeypatch):
+    """Where the launchers meet decides: every node here, or one launcher per machine."""
+    monkeypatch.setenv("PHANTORA_SECRET", SECRET)
+    two = ("--gpu", "h200", "--nnodes", "2", "--nproc-per-node", "2")
+    config, _ = configure(*two, "--master-port", "29501", script)
+    assert config.rendezvous is None and config.workers.master_port == 29501  # both nodes here, as before
+    config, notes = configure(*two, "--node-rank", "1", "--master-addr", "node0.cluster", "--master-port", "29501",
+                              script)
+    spec = config.rendezvous
+    assert (spec.host, spec.port, spec.node_rank, spec.secret, spec.join_timeout_s) == ("node0.cluster", 29501, 1,
+                                                                                          SECRET, 600.0)
+    assert notes == [] and config.workers.master_port is None  # node 0 picks rank 0's store port
+    config, _ = configure(*two, "--node-rank", "0", "--master-addr", "10.0.0.1", script)
+    assert (config.rendezvous.host, config.rendezvous.port, config.rendezvous.node_rank) == ("10.0.0.1", 29500, 0)
+    config, _ = configure(*two, "--node-rank", "0", "--master-port", "29502", script)  # node 0 of a loopback job
+    assert (config.rendezvous.host, config.rendezvous.port, config.rendezvous.node_rank) == ("127.0.0.1", 29502, 0)
+    config, _ = configure(*two, "--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1]", "--rdzv-conf",
+                          "join_timeout=30,read_timeout=60", script)
+    spec = config.rendezvous
+    assert (spec.host, spec.port, spec.node_rank, spec.join_timeout_s) == ("::1", 29400, None, 30.0)
+    assert spec.loopback and SECRET not in repr(spec)
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("s" * 32 + "\n")
+    config, _ = configure(*two, "--rdzv-endpoint", "h:1234", "--secret-file", str(secret_file), script)
+    assert (config.rendezvous.port, config.rendezvous.secret) == (1234, "s" * 32)
+
+
+@pytest.mark.parametrize("words, env, error", [
+    (["--rdzv-endpoint", "node0:29400"], None, "needs a shared secret"),
+    (["--rdzv-endpoint", "node0:29400"], "short", "at least 16"),
+    (["--rdzv-endpoint", "node0:29400", "--secret-file", "/nonexistent/secret"], SECRET, "cannot read --secret-file"),
+    (["--rdzv-endpoint", "node0:port"], SECRET, "HOST or HOST:PORT"),
+    (["--node-rank", "2", "--master-addr", "node0"], SECRET, "--node-rank must be in 0..1"),
+    (["--rdzv-endpoint", "node0", "--rdzv-conf", "join_timeout=soon"], SECRET, "join_timeout"),
+])
+def test_several_launchers_bad_input_is_one_line(script, monkeypatch, capsys, words, env, error):
+    if env is None:
+        monkeypatch.delenv("PHANTORA_SECRET", raising=False)
+    else:
+        monkeypatch.setenv("PHANTORA_SECRET", env)
+    assert main(["torchrun", "--gpu", "h200", "--nnodes", "2", "--nproc-per-node", "2", *words, script]) == 2
+    err = capsys.readouterr().err
+    assert error in err and len(err.strip().splitlines()) == 1 and err.startswith("phantora: error: ")
 
 
 def test_master_port_is_only_for_the_static_rendezvous(script):
