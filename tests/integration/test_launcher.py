@@ -25,7 +25,7 @@ def tagged(text: str, tag: str) -> dict[str, dict]:
 
 def test_job_environment_output_and_reports(simulate, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    run = simulate("torchrun", "--nnodes", "2", "--nproc-per-node", "2", args=("--env-dump",))
+    run = simulate("torchrun", "--ranks", "all", "--nnodes", "2", "--nproc-per-node", "2", args=("--env-dump",))
     assert run.code == 0, run.err
     envs = tagged(run.out, "ENV")
     assert sorted(envs) == ["[rank0]", "[rank1]", "[rank2]", "[rank3]"]
