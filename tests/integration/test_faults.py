@@ -26,6 +26,19 @@ def processes_with(marker: str) -> list[str]:
     return [line for line in found if line.split()[-1] == marker and "--leave-children" not in line]
 
 
+def settled_count(marker: str, expected: int, *, timeout_s: float, settle_s: float = 2.0) -> int:
+    """How many processes carry `marker` once the count has stayed at `expected` for `settle_s` (or at the
+    deadline): while two ranks start their children, a double fork's middle comes and goes, so one rank's
+    count can pass `expected` on the way while the other's is still short."""
+    deadline, since = time.monotonic() + timeout_s, None
+    while True:
+        count, now = len(processes_with(marker)), time.monotonic()
+        since = (since or now) if count == expected else None
+        if (since is not None and now - since >= settle_s) or now >= deadline:
+            return count
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def marker(tmp_path):
     name = f"phantora-fault-test-{os.getpid()}-{tmp_path.name}"
@@ -117,10 +130,7 @@ def test_the_launcher_interrupted(tmp_path, script, start_launcher, marker, sig,
     launcher = start_launcher("torchrun", "--gpu", "h200", "--out", str(out_dir), "--nproc-per-node", "2", script,
                               "--hang-rank", "0", "--leave-children", marker)
     try:
-        deadline = time.monotonic() + 30
-        while len(processes_with(marker)) != 6 and time.monotonic() < deadline:  # (a double fork's middle: 7)
-            time.sleep(0.1)
-        assert len(processes_with(marker)) == 6
+        assert settled_count(marker, 6, timeout_s=60) == 6
         launcher.send_signal(sig)
         _, err = launcher.communicate(timeout=30)
     finally:
