@@ -23,9 +23,10 @@ real data) must be local along every folded axis: both ends, all members, run.
 The launch starts with every rank folded onto rank 0. A rank that uses a group (or makes a transfer) the
 symmetry does not admit stops, reporting every group it built; the launcher starts the job again with the
 symmetry that admits every group reported so far and runs the fewest processes (`best_symmetry`), up to
-every rank. A folding is chosen only where each copy sits on the cluster as its group does (the same GPU
-of its node, the same nodes and leaf switches relative to each other: `placement`), so that it crosses
-the network as its group does.
+every rank. A folding is chosen only where each copy sits on the cluster as its group does (the same GPUs
+of their nodes up to a shift, the same nodes and leaf switches relative to each other: `placement`), so
+that it crosses NVLink, NICs and leaves as its group does; a path across spines may take other spines
+(ECMP hashes the NICs), and there the copy's timing is a statistical image of its group's, not an exact one.
 
 What the folding cannot see, and what the program must therefore not do for its answer to be the answer
 of the whole job: give mirrors different shapes or a different program than their representative (uneven
