@@ -425,11 +425,7 @@ class _Launcher:
                 self._stop_ranks(signal.SIGKILL)
                 raise
             finally:
-                if any(r.exit_code is None for r in self.ranks):
-                    self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
-                self._end_leftovers(since_ticks)  # before draining: a leftover may hold a rank's pipes open
-                if was_subreaper is not None:
-                    set_child_subreaper(was_subreaper)
+                self._stop_everything(since_ticks, was_subreaper)
                 self.pump.drain(_DRAIN_TIMEOUT_S)
                 self.server.close()
                 self._store = None
@@ -439,6 +435,15 @@ class _Launcher:
             return 0
         wall_s = time.monotonic() - started
         return self._finish(outcome, wall_s)
+
+    def _stop_everything(self, since_ticks: int, was_subreaper: bool | None) -> None:
+        """Stop the ranks still running (with the signal the launcher got, else SIGTERM), end what they left,
+        give the subreaper setting back."""
+        if any(r.exit_code is None for r in self.ranks):
+            self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
+        self._end_leftovers(since_ticks)  # before draining: a leftover may hold a rank's pipes open
+        if was_subreaper is not None:
+            set_child_subreaper(was_subreaper)
 
     # --- spawning ---------------------------------------------------------------------------------
     def _spawn_all(self) -> None:

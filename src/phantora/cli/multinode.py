@@ -491,11 +491,7 @@ class _NodeLauncher(_Launcher):
                 self._stop_ranks(signal.SIGKILL)
                 raise
             finally:
-                if any(r.exit_code is None for r in self.ranks):
-                    self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
-                self._end_leftovers(since_ticks)
-                if was_subreaper is not None:
-                    set_child_subreaper(was_subreaper)
+                self._stop_everything(since_ticks, was_subreaper)
                 self.pump.drain(2.0)
         try:
             if self.signals.received is not None:
