@@ -141,6 +141,16 @@ TT_STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*([\d.naif]+)\s+grad_norm:\s*([\d.
                      r"\s+tps:\s*([\d,]+)\s+tflops:\s*([\d,.]+)\s+mfu:\s*([\d.]+)%")
 
 
+def torchtitan_tokens_per_device(words: list[str]) -> float:
+    """The tokens one logged tokens/s of TorchTitan counts per step: its local batch (one data-parallel rank's) over
+    the devices that share it (TorchTitan divides by context x tensor x pipeline parallel degrees)."""
+    def option(name, default):
+        return int(words[words.index(name) + 1]) if name in words else default
+    shared_by = (option("--parallelism.context_parallel_degree", 1) * option("--parallelism.tensor_parallel_degree", 1)
+                 * option("--parallelism.pipeline_parallel_degree", 1))
+    return option("--training.local_batch_size", None) * option("--training.seq_len", None) / shared_by
+
+
 def parse(c, text):
     """The script's own final JSON line, or, for TorchTitan, its per-step log lines."""
     if c["module"]:
@@ -153,8 +163,7 @@ def parse(c, text):
                              "tps": int(tps.replace(",", "")), "tflops": float(tflops.replace(",", "")), "mfu": float(mfu)})
         if not rows:
             return None
-        words = c["args"]
-        tokens = int(words[words.index("--training.local_batch_size") + 1]) * int(words[words.index("--training.seq_len") + 1])
+        tokens = torchtitan_tokens_per_device(c["args"])
         by_step: dict[int, list] = {}
         for r in rows:  # every rank logs its own line per step
             by_step.setdefault(r["step"], []).append(r)

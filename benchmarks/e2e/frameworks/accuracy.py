@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+from benchmarks.e2e.groundtruth import TT_DATA
+from benchmarks.e2e.groundtruth import parse as torchtitan_result
 
 CONFIGS = BENCHMARKS / "e2e" / "frameworks" / "configs.json"
 
@@ -38,9 +40,14 @@ _MEGATRON_LINE = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+).*peak 
                             r"(?:.*peak reserved \(GiB\): ([\d.]+))?")
 
 
-def parse_result(log: str) -> dict | None:
-    """Median step time (s) and peak memory (GiB) a program printed: the examples' JSON line, or Megatron's
-    per-iteration lines (median after the first WARMUP_STEPS, as the examples take it)."""
+def parse_result(log: str, config: dict) -> dict | None:
+    """Median step time (s) and peak memory (GiB) a program printed: the examples' JSON line, Megatron's
+    per-iteration lines (median after the first WARMUP_STEPS, as the examples take it), or TorchTitan's per-step
+    lines (step time from its tokens/s; memory its peak reserved; it logs no allocated peak)."""
+    if config.get("module"):
+        found = torchtitan_result(config, log)
+        return found and {"step_s": found["step_s_median"], "reserved_gib": found["max_mem_reserved_gib"],
+                          "allocated_gib": None}
     for line in log.splitlines():
         if '{"script"' in line:
             found = json.loads(line[line.index('{"script"'):])
@@ -57,18 +64,28 @@ def parse_result(log: str) -> dict | None:
 
 def phantora_command(config: dict, gpu: str, out: str) -> list[str]:
     head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out]
+    target = ["-m", config["script"]] if config.get("module") else [config["script"]]
     if config["world"] == 1:
-        return [*head, "--", "python", config["script"], *config["args"]]
-    return [*head, "--nproc-per-node", str(config["world"]), config["script"], *config["args"]]
+        return [*head, "--", "python", *target, *config["args"]]
+    return [*head, "--nproc-per-node", str(config["world"]), *target, *config["args"]]
+
+
+def prepare(config: dict) -> None:
+    """TorchTitan's rows read the synthetic c4 the measurement made (benchmarks/workloads/torchtitan)."""
+    data = Path(TT_DATA) / "data.json"
+    if config.get("wheels") == "torchtitan" and not data.exists():
+        subprocess.run([sys.executable, str(REPO / "benchmarks/workloads/torchtitan/make_synthetic_c4.py"), str(data)],
+                       check=True, capture_output=True)
 
 
 def simulate(config: dict, gpu: str) -> dict:
+    prepare(config)
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
         done = subprocess.run(phantora_command(config, gpu, out), capture_output=True, text=True, cwd=REPO,
                               env={**os.environ, **config.get("env", {})})
         wall = time.monotonic() - started
-        result = parse_result(done.stdout)
+        result = parse_result(done.stdout, config)
         if done.returncode != 0 or result is None:
             lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
             raise RuntimeError(f"phantora failed (exit {done.returncode}): {lines[-1]}")
@@ -98,7 +115,7 @@ def main() -> int:
             if only and config["name"] not in only:
                 continue
             log = measured_dir(gpu) / f"{config['name']}.log"
-            measured = parse_result(log.read_text()) if log.exists() else None
+            measured = parse_result(log.read_text(errors="replace"), config) if log.exists() else None
             if measured is None:
                 reason = "failed on the GPU" if log.exists() else "not measured"
                 print(f"{config['name']} ({gpu}): no measurement ({reason}: {log.relative_to(REPO)})", flush=True)
@@ -121,6 +138,11 @@ def compare(config: dict, gpu: str, measured: dict) -> dict:
     return row
 
 
+def optional_error(predicted: float | None, measured: float | None) -> str:
+    """The error where both sides were logged (TorchTitan logs no allocated peak)."""
+    return "-" if predicted is None or measured is None else f"{error_pct(predicted, measured):+.1f}"
+
+
 def print_table(rows: list[dict]) -> int:
     header = (f"{'config (held out)':<36} {'gpu':>4} {'step ms meas':>12} {'pred':>8} {'err %':>7}   "
               f"{'reserved GiB meas':>17} {'pred':>7} {'err %':>7}   {'alloc err %':>11}   {'sim s':>6}")
@@ -136,7 +158,7 @@ def print_table(rows: list[dict]) -> int:
         step_errors.append(abs(step))
         print(f"{row['name']:<36} {row['gpu']:>4} {1e3 * m['step_s']:>12.1f} {1e3 * p['step_s']:>8.1f} {step:>+7.1f}   "
               f"{m['reserved_gib']:>17.2f} {p['reserved_gib']:>7.2f} {error_pct(p['reserved_gib'], m['reserved_gib']):>+7.1f}   "
-              f"{error_pct(p['allocated_gib'], m['allocated_gib']):>+11.1f}   {p['wall_s']:>6.0f}")
+              f"{optional_error(p['allocated_gib'], m['allocated_gib']):>11}   {p['wall_s']:>6.0f}")
     if step_errors:
         print(f"step time |error|: mean {statistics.mean(step_errors):.1f} %, max {max(step_errors):.1f} % "
               f"over {len(step_errors)} configurations; {sum(r['predicted'] is None for r in rows)} failed")

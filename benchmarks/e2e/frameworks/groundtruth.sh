@@ -2,8 +2,10 @@
 # Ground truth for the framework benchmark: run the configurations of configs.json (all, or those named) on the
 # real GPUs of this machine, each with a time limit, and keep each log as $OUT/<name>.log, beside gpus.csv (the
 # GPUs) and versions.txt. Copy them to data/<gpu>/e2e/frameworks/ for the GPU model they ran on. The machine needs
-# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md).
-#     bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
+# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md). A configuration with "wheels": "torchtitan"
+# runs with .whl/torchtitan/ installed into /tmp/tt_site ahead of everything else on its PYTHONPATH (TorchTitan pins
+# older huggingface-hub/datasets than transformers wants), and with TorchTitan's synthetic c4 in /tmp/c4_synthetic.
+#     [OUT=DIR] [BUNDLE=FILE.tar.gz] [TIMEOUT_S=150] bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
 set -u
 out=${OUT:-/tmp/frameworks-out}
 mkdir -p "$out"
@@ -11,7 +13,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/gpus.csv"
 python3 -c "import torch, transformers, accelerate, lightning, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__, 'lightning', lightning.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" 2>/dev/null > "$out/versions.txt"
 python3 - "$@" <<'PY' | while IFS=$'\t' read -r name command; do
-import json, shlex, sys
+import json, os, shlex, sys
 only = set(sys.argv[1:])
 for c in json.load(open("benchmarks/e2e/frameworks/configs.json"))["configs"]:
     if only and c["name"] not in only:
@@ -19,12 +21,22 @@ for c in json.load(open("benchmarks/e2e/frameworks/configs.json"))["configs"]:
     # one process on a machine of several GPUs sees one (the HF Trainer would take every visible GPU: DataParallel)
     launch = (["env", "CUDA_VISIBLE_DEVICES=0", "python3"] if c["world"] == 1
               else ["torchrun", "--standalone", "--nproc-per-node", str(c["world"])])
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.get("env", {}).items())
-    print(c["name"], f"env {env} {shlex.join(launch + [c['script']] + c['args'])}", sep="\t")
+    target = ["-m", c["script"]] if c.get("module") else [c["script"]]
+    env = dict(c.get("env", {}))
+    if c.get("wheels") == "torchtitan":
+        env["PYTHONPATH"] = "/tmp/tt_site:" + os.environ.get("PYTHONPATH", "")
+    words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    print(c["name"], f"env {words} {shlex.join(launch + target + c['args'])}", sep="\t")
 PY
+    if [[ $command == *tt_site* && ! -d /tmp/tt_site ]]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tt_site .whl/torchtitan/*.whl < /dev/null
+        python3 benchmarks/workloads/torchtitan/make_synthetic_c4.py /tmp/c4_synthetic/data.json < /dev/null
+    fi
     echo "== $name: $command"
     started=$(date +%s)
-    timeout 150 bash -c "$command" > "$out/$name.log" 2>&1
+    timeout "${TIMEOUT_S:-150}" bash -c "$command" > "$out/$name.log" 2>&1 < /dev/null
     echo "   exit $? after $(( $(date +%s) - started )) s; $(grep -c '^step \|iteration ' "$out/$name.log") step lines"
     tail -n 2 "$out/$name.log" | cut -c1-300
+    # BUNDLE: one archive of everything so far, re-written after each configuration (a run cut short keeps it)
+    if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$out" .; fi
 done
