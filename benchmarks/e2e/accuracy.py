@@ -63,12 +63,17 @@ def skip_reason(config: dict, have_torchrun: bool) -> str | None:
     return None
 
 
+GROUND_TRUTH_HOSTS = ["--host-contention", "h200-vm"]
+"""The hosts the ground truth ran on: the lent H200 VMs, whose CPUs are contended (models/host_contention.py)."""
+
+
 def phantora_command(config: dict, out: str, steps: int, extra: list[str]) -> list[str]:
     launch, args = config["launch"], [*config["args"], config["steps_flag"], str(steps)]
+    head = ["--gpu", "h200", "--out", out, *GROUND_TRUTH_HOSTS, *extra]
     if config["world"] == 1:
-        return [*PHANTORA, "run", "--gpu", "h200", "--out", out, *extra, "--", *launch, *args]
+        return [*PHANTORA, "run", *head, "--", *launch, *args]
     assert launch[0] == "torchrun", launch
-    return [*PHANTORA, "torchrun", "--gpu", "h200", "--out", out, *extra, *launch[1:], *args]
+    return [*PHANTORA, "torchrun", *head, *launch[1:], *args]
 
 
 def result_line(config: dict, stdout: str) -> dict:

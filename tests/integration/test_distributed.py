@@ -87,12 +87,14 @@ def test_parallelism_runs_unmodified(torchrun, mode, nproc, extra):
 
 
 def test_contended_hosts_make_a_job_wait_for_its_slowest_rank(torchrun):
-    """With the default contended hosts the ranks' hosts differ in speed around the mean host, and a tensor-
+    """With contended hosts (the measured VMs') the ranks' hosts differ in speed around the mean host, and a tensor-
     parallel step (host-bound here) waits for the slowest at every collective: slower than the same job
     on identical hosts at the mean host's speed (models/host_contention.py Note [Contended hosts])."""
     mean_factor = load_profile("h200").host_contention.value.mean_factor()
     mean = ("--host-contention", "none", "--host-time-scale", f"{mean_factor:.9f}")
-    runs = {"contended": torchrun(4, TRAIN, "--mode", "fsdp_tp"), "uniform": torchrun(4, *mean, TRAIN, "--mode", "fsdp_tp")}
+    contended = ("--host-contention", "h200-vm")
+    runs = {"contended": torchrun(4, *contended, TRAIN, "--mode", "fsdp_tp"),
+            "uniform": torchrun(4, *mean, TRAIN, "--mode", "fsdp_tp")}
     steps = {}
     for name, run in runs.items():
         assert run.code == 0, run.stderr

@@ -5,10 +5,11 @@ from conftest import SCRIPTS
 from phantora.specs import load_profile
 
 C = load_profile("h200").host.value
+MEAN_HOST = ("--host-contention", "h200-vm")  # one rank on the measured hosts: the constants as they are
 
 
 def test_module_optimizer_clip_loader_and_backward_costs(phantora):
-    run = phantora(str(SCRIPTS / "host_costs_probe.py"))
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"), extra=MEAN_HOST)
     assert run.code == 0, run.stderr
     took = run.tagged_json("HOST")
     add = C.launch_ns + C.framework_ns  # in place: no output allocated

@@ -6,10 +6,11 @@ from conftest import SCRIPTS
 from phantora.specs import load_profile
 
 C = load_profile("h200").host.value
+MEAN_HOST = ("--host-contention", "h200-vm")  # one rank on the measured hosts: the constants as they are
 
 
 def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantora):
-    model = phantora(str(SCRIPTS / "host_time_probe.py"))
+    model = phantora(str(SCRIPTS / "host_time_probe.py"), extra=MEAN_HOST)
     assert model.code == 0, model.stderr
     took = model.tagged_json("HOSTTIME")
     assert took["loop_ns"] == 0  # no op, no modelled cost: the loop is invisible to the host model
@@ -17,12 +18,12 @@ def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantor
     assert model.summary["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0, "contention": "h200-vm"}
     assert "host model (deterministic)" in model.stderr
 
-    faster = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time-scale", "0.5"))
+    faster = phantora(str(SCRIPTS / "host_time_probe.py"), extra=(*MEAN_HOST, "--host-time-scale", "0.5"))
     assert faster.code == 0, faster.stderr
     assert faster.tagged_json("HOSTTIME")["add_ns"] == C.scaled(0.5).launch_ns + C.scaled(0.5).framework_ns
     assert faster.summary["host_time"]["scale"] == 0.5 and "constants x0.5" in faster.stderr
 
-    measured = phantora(str(SCRIPTS / "host_time_probe.py"), extra=("--host-time", "measured",
+    measured = phantora(str(SCRIPTS / "host_time_probe.py"), extra=(*MEAN_HOST, "--host-time", "measured",
                                                                      "--host-time-scale", "2"))
     assert measured.code == 0, measured.stderr
     took = measured.tagged_json("HOSTTIME")
@@ -36,3 +37,14 @@ def test_measured_host_time_charges_a_python_loop_and_the_model_does_not(phantor
     assert host["mode"] == "measured" and not host["deterministic"] and host["scale"] == 2.0
     assert host["measured_s"] * 1e9 >= took["loop_ns"]
     assert "measured CPU time x2" in measured.stderr
+
+
+def test_the_default_host_is_a_dedicated_one(phantora):
+    """Unless told otherwise, the ranks' hosts are dedicated servers of the measured CPU class: faster than the
+    mean of the contended VMs the constants were measured on (models/host_contention.py)."""
+    dedicated = phantora(str(SCRIPTS / "host_time_probe.py"))
+    assert dedicated.code == 0, dedicated.stderr
+    assert dedicated.summary["host_time"]["contention"] == "none"
+    mean_factor = load_profile("h200").host_contention.value.mean_factor()
+    took = dedicated.tagged_json("HOSTTIME")["add_ns"]
+    assert abs(took - (C.launch_ns + C.framework_ns) / mean_factor) <= 1

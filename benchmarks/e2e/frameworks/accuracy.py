@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+from benchmarks.e2e.accuracy import GROUND_TRUTH_HOSTS
 from benchmarks.e2e.groundtruth import TT_DATA
 from benchmarks.e2e.groundtruth import parse as torchtitan_result
 
@@ -63,7 +64,7 @@ def parse_result(log: str, config: dict) -> dict | None:
 
 
 def phantora_command(config: dict, gpu: str, out: str) -> list[str]:
-    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out]
+    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out, *GROUND_TRUTH_HOSTS]
     target = ["-m", config["script"]] if config.get("module") else [config["script"]]
     if config["world"] == 1:
         return [*head, "--", "python", *target, *config["args"]]

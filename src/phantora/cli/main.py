@@ -101,10 +101,10 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
                 "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "
                 "measured the CPU time measured on this machine")
     option(p, "--host-contention", choices=HOST_CONTENTION_CHOICES, default=DEFAULT_HOST_CONTENTION,
-           help="how contended the hosts' CPUs are, with the host model: h200-vm = as on the H200 machines "
-                "the model was measured on, whose vCPUs are about 1.5x slower half of the time, so a job "
-                "of several ranks waits for its slowest (default); none = dedicated hosts "
-                "(docs/models/host.md, Contended hosts)")
+           help="how contended the hosts' CPUs are, with the host model: none = dedicated server hosts of "
+                "the CPU class the model was measured on (default); h200-vm = as on the H200 VMs the model "
+                "was measured on, whose vCPUs are about 1.5x slower half of the time, so a job of several "
+                "ranks waits for its slowest (docs/models/host.md, Contended hosts)")
     option(p, "--ranks", choices=RANKS_CHOICES, default="auto",
            help="which simulated ranks run a process: auto = for a job of several nodes, representative ranks "
                 "that stand for the others where the program's process groups allow, every rank within one "

@@ -153,11 +153,12 @@ def test_trace_is_chrome_json_with_a_process_per_rank(tmp_path):
 def test_summary_names_the_host_time_mode(tmp_path):
     network = NetworkSimulator(Topology(CLUSTER))
     s = summarise(Coordinator(2, network), tmp_path, processes=[])
-    assert s["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0, "contention": "h200-vm"}
+    assert s["host_time"] == {"mode": "model", "deterministic": True, "scale": 1.0, "contention": "none"}
+    contended = summarise(Coordinator(2, network), tmp_path, processes=[], host_contention="h200-vm")
     text = io.StringIO()
-    print_summary(s, file=text)
+    print_summary(contended, file=text)
     assert "host model (deterministic), hosts contended as the H200 VMs'" in text.getvalue() and "constants x" not in text.getvalue()
-    scaled = summarise(Coordinator(2, network), tmp_path, processes=[], host_time_scale=0.7, host_contention="none")
+    scaled = summarise(Coordinator(2, network), tmp_path, processes=[], host_time_scale=0.7)
     text = io.StringIO()
     print_summary(scaled, file=text)
     assert "host model (deterministic), constants x0.7, dedicated hosts" in text.getvalue()
@@ -167,7 +168,7 @@ def test_summary_names_the_host_time_mode(tmp_path):
             {"rank": rank, "host_ns": 5, "host_time": "measured", "host_time_measured_ns": ns}))
     s = summarise(Coordinator(2, network), tmp_path, processes=[], host_time="measured", host_time_scale=0.5)
     assert s["host_time"] == {"mode": "measured", "deterministic": False, "scale": 0.5, "measured_s": 0.002,
-                              "contention": "h200-vm"}
+                              "contention": "none"}
     text = io.StringIO()
     print_summary(s, file=text)
     assert "measured CPU time x0.5: 2.00 ms charged per rank (varies between runs)" in text.getvalue()

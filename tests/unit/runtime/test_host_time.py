@@ -191,7 +191,7 @@ def test_host_time_scale_scales_the_host_model():
 def test_session_settles_measured_time_before_stamping_or_reading_the_clock():
     transport = Recording()
     config = RankConfig(gpu="h200", host_time="measured", host_time_scale=0.5, trace=False,
-                        use_kernel_database=False)
+                        use_kernel_database=False, host_contention="h200-vm")  # the op's launch cost as modelled
     session = Session(config, transport, flush_interval_s=None)
     assert isinstance(session.host, MeasuredHostModel)
     cpu = FakeCpu()
