@@ -35,7 +35,7 @@ def test_collectives_objects_and_groups(torchrun):
         assert 0.01 < s["all_reduce_4MiB_ms"] < 1.0
         # a functional all-to-all pays its split sizes' extra over an all-reduce, and an op on a collective's
         # result its own dispatch, plus a wrapper per piece of a split (a cat only waits), at this rank's host speed
-        c, lo, hi = H200_HOST, 0.8, 1.25  # the contended hosts' place factors of two ranks lie within
+        c, lo, hi = H200_HOST, 0.75, 1.25  # dedicated hosts run the constants (the mean VM host's) / 1.249
         assert lo * c.all_to_all_extra_ns < 1e3 * (s["all_to_all_us"] - s["all_reduce_us"]) < hi * c.all_to_all_extra_ns
         wrap = 1e3 * (s["split_result_us"] - s["split_plain_us"])
         wait = 1e3 * (s["cat_result_us"] - s["cat_plain_us"])
