@@ -107,8 +107,9 @@ def point_row(folder: Path, settings: dict[str, str], metrics: list[Metric]) -> 
         row["status"] = "ok"
     else:
         row["status"] = "error"
-    if row["status"] != "ok":
+    if row["status"] != "ok":  # a partial run's MFU is not the configuration's
         row["error"] = summary.get("error") or _last_error_line(log) or f"exit code {record['exit_code']}"
+        row["mfu"] = None
     return row
 
 
@@ -154,39 +155,69 @@ def point_label(row: dict[str, Any], axes: list[str]) -> str:
     return ", ".join(f"{a}={row[a]}" for a in axes) or row["folder"]
 
 
+_LABELLED_POINTS = 8
+"""Up to this many points that fit are labelled on the plot; beyond, the labels would cover each other and the
+points are told apart by colour (the first axis) and marker (the second)."""
+_MARKERS = "os^Dvp*h"
+
+
 def write_plot(table: dict[str, Any], out_dir: Path) -> Path | None:
-    """sweep.png: throughput against peak reserved memory; OOM points as red crosses at their peak (the GPU's
-    capacity, where the allocator gave up), the cap as a dashed line, the best point that fits ringed."""
+    """sweep.png: throughput against peak reserved memory, coloured by the first axis' value and shaped by the
+    second's; OOM points as red crosses at the memory they reached, the cap as a dashed line, the best point that
+    fits ringed and named."""
     rows = [r for r in table["points"] if r["peak_reserved_gib"] is not None]
     if not rows:
         return None
     from phantora.reports.plots import pyplot
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    axes = table["axes"]
+    fig, ax = plt.subplots(figsize=(10, 6))
     ok = [r for r in rows if r["status"] == "ok" and r["throughput"] is not None]
-    ooms = [r for r in rows if r["status"] == "oom"]
-    ax.scatter([r["peak_reserved_gib"] for r in ok], [r["throughput"] for r in ok], color="#4c72b0", label="fits")
-    top = max((r["throughput"] for r in ok), default=1.0)
-    if ooms:
-        ax.scatter([r["peak_reserved_gib"] for r in ooms], [0.0] * len(ooms), marker="x", color="#c44e52", s=70,
-                   label="out of memory")
+    colors = _styles(ok, axes[0] if axes else None, [plt.get_cmap("tab10")(i) for i in range(10)])
+    markers = _styles(ok, axes[1] if len(axes) > 1 else None, list(_MARKERS))
     for r in ok:
-        ax.annotate(point_label(r, table["axes"]), (r["peak_reserved_gib"], r["throughput"]), fontsize=7,
-                    textcoords="offset points", xytext=(4, 3))
+        ax.scatter([r["peak_reserved_gib"]], [r["throughput"]], s=45, color=colors[_value(r, axes, 0)],
+                   marker=markers[_value(r, axes, 1)], zorder=3)
+        if len(ok) <= _LABELLED_POINTS:
+            ax.annotate(point_label(r, axes), (r["peak_reserved_gib"], r["throughput"]), fontsize=7,
+                        textcoords="offset points", xytext=(5, 3))
+    handles = [plt.Line2D([], [], linestyle="", marker="o", color=c, label=f"{axes[0]}={v}")
+               for v, c in colors.items() if v is not None]
+    handles += [plt.Line2D([], [], linestyle="", marker=m, color="#555555", label=f"{axes[1]}={v}")
+                for v, m in markers.items() if v is not None]
+    ooms = [r for r in rows if r["status"] == "oom"]
+    if ooms:
+        handles.append(ax.scatter([r["peak_reserved_gib"] for r in ooms], [0.0] * len(ooms), marker="x",
+                                  color="#c44e52", s=80, zorder=3, clip_on=False, label="out of memory"))
     cap = table["max_memory_gib"]
     if cap is not None:
-        ax.axvline(cap, color="#555555", linestyle="--", label=f"cap {cap:g} GiB")
+        handles.append(ax.axvline(cap, color="#555555", linestyle="--", label=f"cap {cap:g} GiB"))
     best = next((r for r in ok if r["folder"] == table["best"]), None)
     if best is not None:
-        ax.scatter([best["peak_reserved_gib"]], [best["throughput"]], s=260, facecolors="none", edgecolors="#dd8452",
-                   linewidths=2.5, label=f"fastest that fits: {point_label(best, table['axes'])}")
+        handles.append(ax.scatter([best["peak_reserved_gib"]], [best["throughput"]], s=320, facecolors="none",
+                                  edgecolors="#dd8452", linewidths=2.5, zorder=4, label="fastest that fits"))
+        ax.annotate(point_label(best, axes), (best["peak_reserved_gib"], best["throughput"]), fontsize=8,
+                    fontweight="bold", textcoords="offset points", xytext=(10, 10))
+    top = max((r["throughput"] for r in ok), default=1.0)
+    ax.set_xlim(left=0, right=max(r["peak_reserved_gib"] for r in rows) * 1.08)
+    ax.set_ylim(bottom=0, top=top * 1.15 if math.isfinite(top) and top > 0 else None)
     ax.set_xlabel("peak reserved GPU memory, largest rank (GiB)")
     ax.set_ylabel(f"throughput ({table['throughput_unit']})")
-    ax.set_ylim(bottom=0, top=top * 1.15 if math.isfinite(top) and top > 0 else None)
     ax.set_title("Sweep: throughput against peak memory")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.grid(alpha=0.3)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
     path = out_dir / PLOT_PNG
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _value(row: dict[str, Any], axes: list[str], index: int) -> str | None:
+    return row[axes[index]] if index < len(axes) else None
+
+
+def _styles(rows: list[dict[str, Any]], axis: str | None, styles: list) -> dict[str | None, Any]:
+    """A style (colour, marker) per value of `axis` among `rows`, in order of first appearance."""
+    values = list(dict.fromkeys(r[axis] for r in rows)) if axis else [None]
+    return {v: styles[i % len(styles)] for i, v in enumerate(values)}
