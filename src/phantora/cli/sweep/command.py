@@ -67,13 +67,14 @@ def sweep_parser() -> argparse.ArgumentParser:
                       help="an option of the program: 'training.local_batch_size=1,2,4' sets "
                            "--training.local_batch_size; '--batch=2,4' and '-b=2,4' name it as written")
     axes.add_argument("--toggle", action=_AxisAction, const=toggle_axis, metavar="SWITCH",
-                      help="a switch of the program, given and not given (--toggle --recompute)")
+                      help="a switch of the program, given and not given (--toggle recompute, or --toggle=--recompute)")
     for name, option in CLUSTER_AXES.items():
+        owner = "torchrun's" if name == "nnodes" else "Phantora's"
         axes.add_argument(f"--{name}", action=_AxisAction, const=_cluster(name), metavar="V1,V2",
-                          help=f"the base command's {option} (nnodes: torchrun's)")
+                          help=f"{owner} {option} in the base command")
     axes.add_argument("--env", action=_AxisAction, const=parse_env_axis, metavar="NAME=V1,V2",
                       help="an environment variable of the program")
-    options = parser.add_argument_group("options")
+    options = parser.add_argument_group("sweep options")
     options.add_argument("--out", default="phantora-sweep", help="the sweep's folder (default phantora-sweep/)")
     options.add_argument("--max-memory", type=_positive, metavar="GIB",
                          help="the memory cap: the fastest point whose peak reserved GPU memory fits it is the answer")

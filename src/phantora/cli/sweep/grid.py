@@ -8,7 +8,7 @@ Axis syntax (docs/sweep.md):
 - `--grid 'training.local_batch_size=1,2,4'`: the program's option `--training.local_batch_size`; `--grid
   '--batch=2,4'` and `--grid '-b=2,4'` name the option as written. Where the base command gives the option
   (`--batch 8` or `--batch=8`) its value is replaced, else `--batch VALUE` is appended to the program's arguments.
-- `--toggle --recompute`: a switch of the program, once given and once not.
+- `--toggle recompute` (or `--toggle=--recompute`): a switch of the program, once given and once not.
 - `--gpu`, `--cluster`, `--nnodes`, `--gpus-per-node`, `--nic-gbps` with comma-separated values: Phantora's
   own options of the same name (`--nnodes`: torchrun's), replaced in or added to the base command.
 - `--env 'NCCL_ALGO=Ring,Tree'`: an environment variable of every rank.
@@ -78,10 +78,10 @@ def parse_program_axis(spec: str) -> Axis:
 
 
 def toggle_axis(flag: str) -> Axis:
-    """`--toggle --recompute`: the program's switch given (on) and not (off)."""
+    """`--toggle recompute`: the program's switch `--recompute` given (on) and not (off)."""
     flag = flag.strip()
     if not flag.lstrip("-") or "=" in flag:
-        raise GridError(f"--toggle {flag!r}: expected a switch of the program, e.g. --toggle --recompute")
+        raise GridError(f"--toggle {flag!r}: expected a switch of the program, e.g. --toggle recompute")
     return Axis("toggle", flag if flag.startswith("-") else f"--{flag}", ("on", "off"))
 
 
