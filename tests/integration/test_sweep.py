@@ -54,3 +54,27 @@ def test_sweep_resume_and_table(tmp_path):
     assert "2 done earlier, 1 to run" in third.stderr
     after = {p.name: (p / "summary.json").stat().st_mtime_ns for p in points.iterdir()}
     assert [n for n in before if before[n] != after[n]] == ["hold-gib=1"]
+
+
+def test_an_interrupted_sweep_stops_its_points_and_resumes(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "sweep"
+    command = [sys.executable, "-m", "phantora.cli.main", "sweep", "--out", str(out), "--jobs", "1",
+               "--grid", "batch=8,16", "--", "phantora", "run", "--gpu", "h100", "--", "python",
+               str(SCRIPTS / "sweep_train.py"), "--steps", "3"]
+    sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    first = out / "points" / "batch=8"
+    deadline = time.monotonic() + 120
+    while not (first / "output.log").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the point's launcher is up and has its signal handlers
+    sweep.send_signal(signal.SIGINT)
+    _, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "interrupted" in err, err
+    assert "exit_code" not in json.loads((first / "point.json").read_text())  # stopped: not done
+    assert not (out / "points" / "batch=16").exists()
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert again.returncode == 0 and "0 done earlier, 2 to run" in again.stderr, again.stderr
+    assert [r["status"] for r in json.loads((out / "sweep.json").read_text())["points"]] == ["ok", "ok"]
