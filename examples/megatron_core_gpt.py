@@ -85,6 +85,12 @@ def parse_args() -> argparse.Namespace:
     train = p.add_argument_group("training")
     train.add_argument("--micro-batch-size", type=int, default=2)
     train.add_argument("--global-batch-size", type=int, default=16)
+    train.add_argument("--grad-accum", type=int, default=None,
+                       help="micro-batches per iteration and data-parallel rank (gradient accumulation): sets the "
+                            "global batch size to micro batch size x data-parallel size x this")
+    train.add_argument("--recompute", choices=("none", "selective", "full"), default="none",
+                       help="activation recomputation: selective = the core attention (its s x s scores), full = "
+                            "every layer, one at a time (Megatron's recompute_granularity, method uniform)")
     train.add_argument("--train-iters", type=int, default=5)
     train.add_argument("--lr", type=float, default=3e-4)
     train.add_argument("--optimizer", choices=("megatron", "torch"), default="megatron",
@@ -126,9 +132,19 @@ def transformer_config(args: argparse.Namespace) -> TransformerConfig:
         sequence_parallel=args.sequence_parallel,
         bf16=not args.fp32,
         params_dtype=dtype,
+        **recompute(args),
         pipeline_dtype=dtype,
         **moe,
     )
+
+
+def recompute(args: argparse.Namespace) -> dict:
+    """TransformerConfig's activation recomputation for --recompute."""
+    if args.recompute == "none":
+        return {}
+    if args.recompute == "selective":
+        return dict(recompute_granularity="selective")
+    return dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
 
 
 class SequenceParallelLayerNorm(torch.nn.LayerNorm):
@@ -285,6 +301,8 @@ def train(args: argparse.Namespace) -> None:
     else:
         optimizer = PlainAdam(model, args.lr)
     dp = parallel_state.get_data_parallel_world_size()
+    if args.grad_accum is not None:
+        args.global_batch_size = args.micro_batch_size * dp * args.grad_accum
     micro_batches = args.global_batch_size // (args.micro_batch_size * dp)
     assert micro_batches * args.micro_batch_size * dp == args.global_batch_size, \
         "global batch size must be a multiple of micro batch size x data-parallel size"

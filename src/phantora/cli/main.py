@@ -7,6 +7,8 @@
     phantora accelerate launch --gpu h200 --config_file fsdp2.yaml train.py
     phantora profile phantora-out/ --out my_h200.jsonl      # measure the run's ops on this machine's GPU
     phantora run --gpu h200 --kernel-db my_h200.jsonl -- python train.py
+    phantora sweep --grid batch=4,8 --gpu h100,h200 --max-memory 70 -- phantora run -- python train.py
+    phantora report phantora-out/                           # rebuild report.html
 
 Every command takes the same path: the launcher hosts the coordinator server and starts one rank
 process per simulated GPU (one for `run`). `deepspeed` and `accelerate launch` take Phantora's options
@@ -160,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     accelerate_commands = accelerate.add_subparsers(dest="accelerate_command", required=True)
     accelerate_launch = accelerate_commands.add_parser("launch", help=ACCELERATE.summary, add_help=False)
     accelerate_launch.add_argument("words", nargs=argparse.REMAINDER, help=ACCELERATE.usage)
+    commands.add_parser("sweep", add_help=False, help="simulate every combination of the program's options, "
+                        "cluster and environment; a table, a plot and the fastest that fits (phantora sweep --help)")
+    commands.add_parser("report", add_help=False, help="rebuild report.html of a run's or a sweep's folder")
     profile = commands.add_parser(
         "profile", help="measure recorded op signatures on this machine's GPU into a kernel database",
         description="phantora profile OPS.jsonl|OUT_DIR ... --out DB.jsonl  (or --script train.py ARGS)")
@@ -500,9 +505,13 @@ def _prepare_native_shim() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["sweep"], ["report"]):  # commands of their own that start phantora runs or read their outputs
+        from phantora.cli.sweep.command import report_main, sweep_main
+        return sweep_main(argv[1:]) if argv[0] == "sweep" else report_main(argv[1:])
     worker = None
     try:
-        args = parse_command_line(sys.argv[1:] if argv is None else argv)
+        args = parse_command_line(argv)
         if args.command == "profile":
             return run_profile(args)
         config, notes = config_from_args(args)

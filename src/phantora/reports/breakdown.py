@@ -127,12 +127,12 @@ def rank_timeline(state: CoordinatorState, rank: int, *, gap_ns: int = 0) -> Ran
     spans = state.spans(rank)
     compute = merge(((s.start_ns, s.end_ns) for s in spans if not is_nccl(s)), gap_ns=gap_ns)
     comm = merge(((s.start_ns, s.end_ns) for s in spans if is_nccl(s)), gap_ns=gap_ns)
-    exposed = _subtract(comm, intersection(comm, compute))
+    exposed = subtract(comm, intersection(comm, compute))
     blocked = merge(((w.from_ns, w.until_ns) for w in state.host_waits(rank)), gap_ns=gap_ns)
     return RankTimeline(compute, comm, exposed, blocked, merge(state.host_sleeps(rank), gap_ns=gap_ns))
 
 
-def _subtract(a: list[Interval], covered: list[Interval]) -> list[Interval]:
+def subtract(a: list[Interval], covered: list[Interval]) -> list[Interval]:
     """a minus covered, where covered is a merged subset of a."""
     out: list[Interval] = []
     j = 0
@@ -189,4 +189,4 @@ def asleep_intervals(state: CoordinatorState, ends_ns: Mapping[int, int], until_
         if not asleep:
             return []
     busy = merge((s.start_ns, s.end_ns) for rank in ends_ns for s in state.spans(rank))
-    return _subtract(asleep, intersection(asleep, busy))
+    return subtract(asleep, intersection(asleep, busy))

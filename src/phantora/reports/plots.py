@@ -17,7 +17,7 @@ _COLORS = {"compute": "#4c72b0", "overlapped": "#8fbc8f", "exposed": "#dd8452", 
            "blocked": "#999999", "sleep": "#d9c27a"}
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,7 +26,7 @@ def _pyplot():
 
 
 def write_report_png(summary: dict[str, Any], out_dir: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     memory = _load_memory(out_dir)
     panels = 3 if memory else 2
     fig, axes = plt.subplots(panels, 1, figsize=(9, 3.4 * panels))
@@ -103,7 +103,7 @@ def _memory(ax, memory: dict[str, list]) -> None:
 def write_timeline_png(summary: dict[str, Any], coordinator: CoordinatorState, out_dir: Path) -> Path:
     """One lane per rank: compute (top half), NCCL calls exposed/overlapped (bottom half), host blocked or the
     program asleep (a line)."""
-    plt = _pyplot()
+    plt = pyplot()
     ranks = list(coordinator.representatives)
     world = len(ranks)
     shown = min(world, _MAX_TIMELINE_RANKS)

@@ -1,4 +1,5 @@
-"""The run summary: a table on the terminal, `summary.json`, `trace.json`, `report.png`, `timeline.png`.
+"""The run summary: a table on the terminal, `summary.json`, `trace.json`, `report.png`, `timeline.png`,
+`report.html` (reports/html.py).
 
 Two sources, each for what it alone knows:
 - the coordinator (GPU side, every rank, also for a run that stopped early): simulated time, busy
@@ -205,7 +206,7 @@ def _int(value: Any) -> int:
 
 
 def write_reports(summary: dict[str, Any], coordinator: CoordinatorState, out_dir: Path, *, trace: bool) -> None:
-    """summary.json, trace.json (unless `trace` is off), report.png and timeline.png."""
+    """summary.json, trace.json (unless `trace` is off), report.png, timeline.png and report.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if trace:
@@ -215,6 +216,8 @@ def write_reports(summary: dict[str, Any], coordinator: CoordinatorState, out_di
         from phantora.reports.plots import write_report_png, write_timeline_png
         write_report_png(summary, out_dir)
         write_timeline_png(summary, coordinator, out_dir)
+    from phantora.reports.html import write_run_html
+    write_run_html(out_dir)
 
 
 def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:

@@ -36,6 +36,7 @@ def install(config: RankConfig):
     from phantora.runtime.python_costs import install_python_costs
     from phantora.runtime.session import Session
     from phantora.runtime.sdpa import install_sdpa_routing
+    from phantora.runtime.steps import install_step_marks
     from phantora.runtime.storage import install_addresses, install_storage_resize_hook
 
     shim = native.load_shim()
@@ -63,6 +64,7 @@ def install(config: RankConfig):
     install_extension_stand_ins()
     install_library_probes(RecordingFakeMode)
     triton_kernels.install(recorder)
+    install_step_marks(session)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)

@@ -4,8 +4,9 @@ renamed or given a new default fails here; update FROZEN (and the docs that list
 import argparse
 
 from phantora.cli.main import DEEPSPEED, build_parser, framework_parser
+from phantora.cli.sweep.command import sweep_parser
 
-FROZEN_COMMANDS = ["run", "torchrun", "deepspeed", "accelerate", "profile"]
+FROZEN_COMMANDS = ["run", "torchrun", "deepspeed", "accelerate", "sweep", "report", "profile"]
 PHANTORA_OPTIONS = {
     "--gpu": None, "--cluster": None, "--gpus-per-node": None, "--nic-gbps": None, "--out": "phantora-out", "--strict": False, "--no-kernel-db": False,
     "--kernel-db": [], "--profile-on-the-fly": False, "--profile-cache": None, "--profile-device": "cuda:0",
@@ -20,6 +21,14 @@ FROZEN_PROFILE = {
     "--hot": False, "--timer": None, "--only-missing": False, "--against": [], "--limit": None,
     "--time-limit": None, "--report": None, "--sim-out": None, "--script": None,
 }
+
+FROZEN_SWEEP = {
+    "-h --help": argparse.SUPPRESS, "--grid": None, "--toggle": None, "--gpu": None, "--cluster": None,
+    "--nnodes": None, "--gpus-per-node": None, "--nic-gbps": None, "--env": None, "--out": "phantora-sweep",
+    "--max-memory": None, "--metric": [], "--jobs": None, "--ray": None, "--ray-cpus": 1.0, "--ray-working-dir": None,
+    "--dry-run": False,
+}
+"""`phantora sweep --help`'s options (docs/sweep.md)."""
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -49,3 +58,7 @@ def test_every_simulating_command_takes_the_same_phantora_options():
     assert {flag: torchrun[flag] for flag in PHANTORA_OPTIONS} == PHANTORA_OPTIONS
     _, framework_actions = framework_parser(DEEPSPEED)
     assert options(framework_actions) == {**PHANTORA_OPTIONS, "-h --help": argparse.SUPPRESS}
+
+
+def test_phantora_sweep_flags_and_defaults_are_frozen():
+    assert options(sweep_parser()._actions) == FROZEN_SWEEP

@@ -1,0 +1,40 @@
+"""Step marks: the simulated host time at the end of every `optimizer.step()` (config/steps.py says why).
+
+torch calls a global post hook after the `step()` of every `torch.optim.Optimizer` subclass (Megatron's and
+DeepSpeed's optimizers step a torch optimizer inside), so no framework needs its own hook. Each mark is one line
+appended to `<out>/rank<N>/steps.jsonl` and flushed, so a run that crashes keeps the steps it made; the file is
+emptied when the rank starts, so an earlier run's marks never mix in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from phantora.config.steps import STEPS_FILE
+from phantora.runtime.session import Session
+
+
+class StepMarks:
+    """Writes one line per optimizer step; optimizers are numbered in the order they first step."""
+
+    def __init__(self, now_ns: Callable[[], int], file: TextIO) -> None:
+        self._now_ns = now_ns
+        self._file = file
+        self._numbers: dict[int, int] = {}
+
+    def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        number = self._numbers.setdefault(id(optimizer), len(self._numbers))
+        self._file.write(json.dumps({"optimizer": number, "host_ns": self._now_ns()}) + "\n")
+        self._file.flush()
+
+
+def install_step_marks(session: Session) -> StepMarks:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    path = session.config.rank_dir / STEPS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    marks = StepMarks(session.now_ns, open(path, "w"))  # noqa: SIM115 (open for the process's lifetime)
+    register_optimizer_step_post_hook(marks)
+    return marks
