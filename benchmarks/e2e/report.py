@@ -218,6 +218,32 @@ def summary(comparisons: list[Comparison]) -> list[str]:
     return lines
 
 
+FRAMEWORK_CONFIGS = REPO / "benchmarks" / "e2e" / "frameworks" / "configs.json"
+FRAMEWORK_OF_SCRIPT = {
+    "examples/hf_llama_loop.py": "Transformers (own loop)", "examples/hf_trainer.py": "Transformers Trainer",
+    "examples/accelerate_train.py": "Accelerate", "examples/lightning_train.py": "Lightning",
+    "examples/deepspeed_train.py": "DeepSpeed", "examples/megatron_core_gpt.py": "Megatron-core",
+    "torchtitan.train": "TorchTitan"}
+"""The framework each program of the framework benchmark runs under, for the per-framework summary."""
+
+
+def frameworks_by_config(path: Path = FRAMEWORK_CONFIGS) -> dict[str, str]:
+    return {c["name"]: FRAMEWORK_OF_SCRIPT[c["script"]] for c in json.loads(path.read_text())["configs"]}
+
+
+def framework_summary(comparisons: list[Comparison], frameworks: dict[str, str]) -> list[str]:
+    """Per framework and GPU model, the framework programs' step-time errors: mean and max |error|."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for c in comparisons:
+        if c.name in frameworks:
+            error = error_pct(c.step_ms[1], c.step_ms[0])
+            groups.setdefault((frameworks[c.name], c.gpu), [])
+            if error is not None:
+                groups[(frameworks[c.name], c.gpu)].append(error)
+    return [f"{framework} ({gpu}, {len(errors)}): {_mean_max(errors)}"
+            for (framework, gpu), errors in sorted(groups.items())]
+
+
 def provenance(rows: list[dict]) -> list[str]:
     """Which benchmark at which commit produced the stored rows."""
     groups: dict[tuple, int] = {}
@@ -235,7 +261,10 @@ def generated_block(rows: list[dict], split: dict[tuple[str, str], dict]) -> str
     stored = {(row["name"], row["gpu"]) for row in current}
     missing = [f"{name} ({gpu})" for name, gpu in split if (name, gpu) not in stored]
     not_run = [f"not run yet: {', '.join(missing)}"] if missing else []
-    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), "",
+    per_framework = framework_summary(comparisons, frameworks_by_config())
+    by_framework = ([f"- **Per framework**, step time |error| (GPU, configurations): {'; '.join(per_framework)}."]
+                    if per_framework else [])
+    lines = [BEGIN, *table(comparisons), "", *summary(comparisons), *by_framework, "",
              f"Where the rows come from: {'; '.join([*provenance(current), *not_run])}."]
     return "\n".join([*lines, END])
 

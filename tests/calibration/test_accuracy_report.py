@@ -160,3 +160,14 @@ def test_published_markers_without_results_are_an_error(tree, capsys):
     tree["doc"].write_text(tree["doc"].read_text() + PUBLISHED_SECTION)
     assert run(tree, "--published", str(tree["root"] / "missing.json")) == 1
     assert "missing.json does not exist" in capsys.readouterr().err
+
+
+def test_framework_rows_are_summarised_per_framework_and_gpu():
+    rows = [report.Comparison("ds_a", "h200", "held_out", (100.0, 90.0), (1.0, 1.0)),
+            report.Comparison("ds_b", "h200", "held_out", (100.0, 104.0), (1.0, 1.0)),
+            report.Comparison("tt_a", "h200", "held_out", (100.0, None), (1.0, None)),
+            report.Comparison("llama_fit", "h200", "fitting", (100.0, 50.0), (1.0, 1.0))]
+    lines = report.framework_summary(rows, {"ds_a": "DeepSpeed", "ds_b": "DeepSpeed", "tt_a": "TorchTitan"})
+    assert lines == ["DeepSpeed (h200, 2): mean 7.0 %, max 10.0 %", "TorchTitan (h200, 0): none"]
+    shipped = report.frameworks_by_config()
+    assert shipped["deepspeed_zero3_llama1b_4gpu"] == "DeepSpeed" and shipped["torchtitan_llama3_8b_hsdp2x2"] == "TorchTitan"
