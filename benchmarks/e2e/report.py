@@ -223,7 +223,8 @@ FRAMEWORK_OF_SCRIPT = {
     "examples/hf_llama_loop.py": "Transformers (own loop)", "examples/hf_trainer.py": "Transformers Trainer",
     "examples/accelerate_train.py": "Accelerate", "examples/lightning_train.py": "Lightning",
     "examples/deepspeed_train.py": "DeepSpeed", "examples/megatron_core_gpt.py": "Megatron-core",
-    "torchtitan.train": "TorchTitan"}
+    "torchtitan.train": "TorchTitan", "benchmarks/workloads/nanogpt_train.py": "PyTorch (own loop)",
+    "benchmarks/workloads/llama_train.py": "PyTorch (own loop)"}
 """The framework each program of the framework benchmark runs under, for the per-framework summary."""
 
 
