@@ -109,6 +109,11 @@ class CudaApi:
             self.set_device(device)
         return previous
 
+    def maybe_exchange_device(self, device: int) -> int:
+        """`torch.cuda._maybe_exchange_device`: as `exchange_device`, a function of its own (Dynamo keys its
+        handlers by function, and two names bound to one method would collide)."""
+        return self.exchange_device(device)
+
     # -- streams -----------------------------------------------------------------------------
     def current_stream_tuple(self, device: Any = None) -> tuple[int, int, int]:
         index = self._index(device)
@@ -460,7 +465,7 @@ def install(api: CudaApi) -> None:
         "_cuda_getDevice": api.current_device,
         "_cuda_setDevice": api.set_device,
         "_cuda_exchangeDevice": api.exchange_device,
-        "_cuda_maybeExchangeDevice": api.exchange_device,
+        "_cuda_maybeExchangeDevice": api.maybe_exchange_device,
         "_cuda_getArchFlags": lambda: "sm_80 sm_86 sm_90 sm_100 sm_120",
         "_cuda_getCompiledVersion": lambda: int(CUDA_VERSION.replace(".", "")) * 100,
         "_cuda_synchronize": lambda: api.synchronize(None),
@@ -498,7 +503,7 @@ def install(api: CudaApi) -> None:
     replacements = {
         "_get_device_properties": get_properties,
         "_exchange_device": api.exchange_device,
-        "_maybe_exchange_device": api.exchange_device,
+        "_maybe_exchange_device": api.maybe_exchange_device,
         "_CudaDeviceProperties": DeviceProperties,
         "_cudart": _Cudart(api),
         "default_generators": tuple(PhiloxGenerator(i) for i in range(api.count)),

@@ -59,6 +59,9 @@ class OpStats:
     """cuBLAS kernels launched for the first time in the process (models/gemm_kernels.py)."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
     """Op name -> calls that got only a generic memory-bound estimate."""
+    compiled: collections.Counter = field(default_factory=collections.Counter)
+    """`torch.compile` (runtime/inductor.py): "regions" Dynamo compiled, "graphs" Inductor planned (forward and
+    backward graphs), "kernels" in their plans, and "eager: <why>" for each region that fell back to eager."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
     warnings: list[str] = field(default_factory=list)
     placeholders: collections.Counter = field(default_factory=collections.Counter)
