@@ -14,16 +14,22 @@ Three things let Dynamo trace a program while Phantora's dispatch mode is active
   unrecorded (runtime/dispatch.py Note [Foreign fake modes]).
 - Phantora's own modules are in Dynamo's skip list: Dynamo never compiles the dispatch mode's frames or
   Phantora's stand-ins for `torch.cuda`; a program that calls one of them inside a compiled region breaks the
-  graph there, as any skipped function does. Two modules are left to trace, because a model calls them in
-  its forward: `runtime/sdpa.py` (the SDPA kernel choice, which Dynamo traces into the graph as it traces
-  PyTorch's own choice on a GPU) and `runtime/python_costs.py` (the module-call hook, which does nothing while
-  Dynamo traces: compiled code makes no module calls).
+  graph there, as any skipped function does. One module is left to trace, because a model calls it in
+  its forward: `runtime/python_costs.py` (the module-call hook, which does nothing while Dynamo traces:
+  compiled code makes no module calls).
+- Phantora's `F.scaled_dot_product_attention` (runtime/sdpa.py, the kernel CUDA's selection would take) is
+  allowed in the graph (`torch.compiler.allow_in_graph`): Dynamo records the call as is (it reads backend flags
+  Dynamo cannot trace), and AOTAutograd traces through it to the chosen kernel, so the graph holds the
+  attention kernel PyTorch's own selection puts there, when the region compiles, on a GPU.
 - `torch.cuda._maybe_exchange_device` is a function of its own (runtime/cuda_api.py): Dynamo keys its
   handlers by function.
 And one lets Inductor's passes run: every fake mode but the simulated device's own avoids the CUDA device
 (`FakeTensorMode.avoid_device_init`, true in PyTorch when no GPU is available): their constant propagation
 would otherwise copy constants to the device for real (Inductor's pattern initialisation builds its example
 inputs so), which no CUDA kernel of a CPU build can do.
+
+This is done at the program's first `torch.compile` (importing Dynamo takes seconds). PyTorch's warning about
+global module hooks is silenced: the hook is Phantora's (runtime/python_costs.py), not the program's.
 
 Warnings come only where a region is compiled and cannot be simulated as Inductor's kernels (it then runs
 eagerly, counted); a library that decorates functions at import compiles nothing until they are called.
@@ -33,6 +39,7 @@ Compilation time is not predicted: the summary says so when the program compiled
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,19 +51,18 @@ if TYPE_CHECKING:
     from phantora.runtime.dispatch import KernelRecorder
     from phantora.runtime.session import Session
 
-TRACED_MODULES = ("sdpa.py", "python_costs.py")
+TRACED_MODULES = ("python_costs.py",)
 """Phantora's modules in `phantora/runtime/` that Dynamo traces (Note [torch.compile under Phantora])."""
 
 
 def install_compile(session: Session, recorder: KernelRecorder) -> None:
     """`torch.compile` with the simulated Inductor as its default backend (Note [torch.compile under Phantora])."""
-    skip_phantora_in_dynamo()
-    other_fake_modes_avoid_the_device(_recording_mode_class())
     original = torch.compile
 
     @functools.wraps(original)
     def compile(model: Any = None, *, backend: Any = "inductor", mode: str | None = None,
                 options: dict | None = None, dynamic: bool | None = None, **kwargs: Any) -> Any:
+        prepare_dynamo()
         if backend is None or backend == "inductor":
             backend = simulated_inductor(session, recorder, mode, options, dynamic)
             mode = options = None
@@ -75,10 +81,23 @@ def simulated_inductor(session: Session, recorder: KernelRecorder, mode: str | N
     return SimulatedInductor(session, recorder, dict(wrapper.config), mode)
 
 
-def _recording_mode_class() -> type:
+@functools.cache
+def prepare_dynamo() -> None:
+    """Let Dynamo and Inductor work under Phantora (Note [torch.compile under Phantora]); at the program's first
+    `torch.compile`, as Dynamo takes seconds to import."""
+    from phantora.runtime import sdpa
     from phantora.runtime.dispatch import RecordingFakeMode
 
-    return RecordingFakeMode
+    skip_phantora_in_dynamo()
+    other_fake_modes_avoid_the_device(RecordingFakeMode)
+    routed = torch.nn.functional.scaled_dot_product_attention
+    if getattr(routed, "__module__", None) == sdpa.__name__:
+        torch.compiler.allow_in_graph(routed)
+    warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING)
+
+
+_GLOBAL_HOOKS_WARNING = r"Using `torch.compile\(module\)` when there are global hooks on modules"
+"""PyTorch's warning for a global module hook (Phantora's own, which charges module calls: runtime/python_costs.py)."""
 
 
 def other_fake_modes_avoid_the_device(own: type) -> None:

@@ -130,8 +130,9 @@ def _extern_op(node: Any) -> OpCall:
         inputs = tuple(_ir_meta(i) for i in ir_node.inputs)
         return OpCall(_MM_EXTERNS[kernel], inputs, (), (_ir_meta(ir_node),))
     overload = getattr(ir_node, "op_overload", None)
-    origin = ir_node.get_origin_node() if hasattr(ir_node, "get_origin_node") else None
-    if overload is None or origin is None or origin.target is not overload:
+    origin = next((n for n in sorted(getattr(ir_node, "origins", ()), key=lambda n: n.name)
+                   if n.target is overload), None) if overload is not None else None
+    if origin is None:
         raise CannotPlan(f"Inductor's extern kernel {kernel or type(ir_node).__name__} has no ATen op to cost")
     if overload.namespace in ("_c10d_functional", "c10d", "_dtensor"):
         raise CannotPlan(f"the graph has a collective ({overload}), which compiled regions do not simulate yet")
@@ -354,11 +355,14 @@ _FORCED_CONFIG = {
     "coordinate_descent_tuning": False,
     "triton.cudagraphs": False,
     "freezing": False,
+    "joint_graph_constant_folding": False,
 }
 """Inductor settings the simulation overrides: no cache of compiled code (nothing is compiled, and a cached
 module would skip the scheduler), no compile workers, no autotuning (it benchmarks candidate kernels on the
 GPU: Phantora costs GEMMs as cuBLAS calls; max-autotune's pointwise tuning changes block sizes, not fusion),
-CUDA graphs handled by the runtime (runtime/cuda_graphs.py)."""
+CUDA graphs handled by the runtime (runtime/cuda_graphs.py), no joint-graph constant folding (it computes constant
+tensors on the device while compiling, which a simulated device cannot: the few small kernels that build such a
+constant, often fused into their users, stay in the graph)."""
 
 
 @dataclass
