@@ -43,10 +43,13 @@ from torch.utils._pytree import tree_flatten
 
 from phantora.models.compute import DTYPE_BYTES, GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
+from phantora.runtime.dispatch import _plain, make_op_call
 
 if TYPE_CHECKING:
     from phantora.runtime.dispatch import KernelRecorder
     from phantora.runtime.session import Session
+
+aten = torch.ops.aten
 
 
 class CannotPlan(Exception):
@@ -108,8 +111,6 @@ def _ir_meta(node: Any) -> TensorMeta:
 
 def _val_meta(value: Any) -> Any:
     """An fx node's `meta["val"]`, tensors as TensorMeta (the way `dispatch.make_op_call` sees an argument)."""
-    from phantora.runtime.dispatch import _plain
-
     return _plain(value)
 
 
@@ -280,12 +281,16 @@ class PlannedGraph:
     """What the simulated Inductor returns for one graph: called with the graph's inputs (boxed), it gives the
     results and puts the plan's kernels and buffers on the simulated GPU."""
 
-    def __init__(self, plan: KernelPlan, eager: torch.fx.GraphModule, recorder: KernelRecorder) -> None:
+    def __init__(self, plan: KernelPlan, eager: torch.fx.GraphModule, recorder: KernelRecorder,
+                 graphed_copies: tuple[int, ...] | None = None) -> None:
         self._boxed_call = True
         """Called with one list of inputs (AOTAutograd's convention; on the instance, so that wrappers copy it)."""
         self.plan = plan
         self.eager = eager
         self.recorder = recorder
+        self.graphed_copies = graphed_copies
+        """With `mode="reduce-overhead"`: the inputs CUDA graph trees copy into the graph's static inputs before each
+        replay (runtime/cuda_graphs.py Note [Simulated CUDA graphs]); None: the kernels are launched one by one."""
 
     def __call__(self, args: list) -> list:
         with self.recorder.suppress():
@@ -295,15 +300,22 @@ class PlannedGraph:
         device = next((t.fake_device.index or 0 for t in itertools.chain(tensors, _fakes(results))
                        if t.fake_device.type == "cuda"), None)
         if device is not None:
-            self._replay(device, tensors, results)
+            copies = [args[i] for i in self.graphed_copies or () if isinstance(args[i], FakeTensor)]
+            self._replay(device, tensors, results, copies)
         args.clear()
         return results
 
-    def _replay(self, device: int, inputs: list[FakeTensor], results: list) -> None:
+    def _replay(self, device: int, inputs: list[FakeTensor], results: list, copies: list[FakeTensor]) -> None:
         recorder, session = self.recorder, self.recorder.session
         stream_id = recorder.current_stream_id(device)
         stream = (device, stream_id)
         recorder.before_kernel(inputs, written=inputs)  # a compiled graph may write its inputs
+        graphed = self.graphed_copies is not None
+        if graphed:  # one graph launch; the copies into its static inputs are kernels of their own
+            session.host_work(session.host.c.launch_ns)
+            for tensor in copies:
+                session.launch_costed(session.cost(make_op_call(aten.copy_.default, (tensor, tensor), {}, [tensor])),
+                                      stream, charge_host=False)
         allocator = session.allocators[device]
         live: dict[str, int] = {}
         for kernel in self.plan.kernels:
@@ -319,7 +331,7 @@ class PlannedGraph:
             if kernel.op.name in _CUBLAS_CALLS:
                 recorder.cublas_workspace(torch._C._current_autograd_node(), device, stream_id)
             if kernel.op.name != "inductor.nop":
-                session.launch_costed(session.cost(kernel.op), stream, backward=True)
+                session.launch_costed(session.cost(kernel.op), stream, backward=True, charge_host=not graphed)
             for name in kernel.frees:
                 handle = live.pop(name, None)
                 if handle is not None:
@@ -379,6 +391,9 @@ class SimulatedInductor:
         from torch._inductor.compile_fx import compile_fx
 
         self.session.stats.compiled["regions"] += 1
+        if any(self.config.get(key) for key in ("max_autotune", "max_autotune_gemm")):
+            self.session.warn_once("compile-autotune", "torch.compile: max-autotune's autotuning is not simulated "
+                                                       "(no Triton GEMM templates): GEMMs are costed as cuBLAS calls")
         patches = {**{k: v for k, v in self.config.items() if k not in _FORCED_CONFIG}, **_FORCED_CONFIG}
         try:
             with self.recorder.suppress():
@@ -395,7 +410,18 @@ class SimulatedInductor:
                                   is_backward=kwargs.get("is_backward", False), graph_id=kwargs.get("graph_id"))
         self.session.stats.compiled["graphs"] += 1
         self.session.stats.compiled["kernels"] += sum(k.op.name != "inductor.nop" for k in plan.kernels)
-        return PlannedGraph(plan, eager, self.recorder)
+        return PlannedGraph(plan, eager, self.recorder, self._graphed_copies(example_inputs, kwargs))
+
+    def _graphed_copies(self, example_inputs: Sequence[Any], kwargs: dict) -> tuple[int, ...] | None:
+        """With CUDA graphs (`mode="reduce-overhead"`): the inputs copied before each replay, those of a forward
+        graph that are not static (parameters, buffers); a backward's inputs are the forward's outputs, which the
+        graph trees keep in place. None without CUDA graphs."""
+        if not self.config.get("triton.cudagraphs"):
+            return None
+        if kwargs.get("is_backward"):
+            return ()
+        static = set(kwargs.get("static_input_idxs") or ())
+        return tuple(i for i, a in enumerate(example_inputs) if isinstance(a, torch.Tensor) and i not in static)
 
     def _eager(self, gm: torch.fx.GraphModule, why: str) -> Callable:
         eager_fallback(self.session, why)
