@@ -70,6 +70,7 @@ def make_graph_class(session: Session, recorder: KernelRecorder) -> type:
         """Phantora's `torch.cuda.CUDAGraph`: capture records kernels, replay launches them."""
 
         __module__ = "torch.cuda.graphs"
+        __qualname__ = "CUDAGraph"
 
         def __init__(self, keep_graph: bool = False) -> None:
             self._kernels: tuple[CostedOp, ...] | None = None

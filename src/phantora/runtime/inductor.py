@@ -368,13 +368,19 @@ _FORCED_CONFIG = {
     "triton.cudagraphs": False,
     "freezing": False,
     "joint_graph_constant_folding": False,
+    "shape_padding": False,
+    "benchmark_fusion": False,
+    "benchmark_epilogue_fusion": False,
+    "benchmark_kernel": False,
+    "benchmark_combo_kernel": False,
 }
 """Inductor settings the simulation overrides: no cache of compiled code (nothing is compiled, and a cached
-module would skip the scheduler), no compile workers, no autotuning (it benchmarks candidate kernels on the
-GPU: Phantora costs GEMMs as cuBLAS calls; max-autotune's pointwise tuning changes block sizes, not fusion),
+module would skip the scheduler), no compile workers, no autotuning or benchmarked fusion (they time candidate kernels on
+the GPU: Phantora costs GEMMs as cuBLAS calls; max-autotune's pointwise tuning changes block sizes, not fusion),
 CUDA graphs handled by the runtime (runtime/cuda_graphs.py), no joint-graph constant folding (it computes constant
 tensors on the device while compiling, which a simulated device cannot: the few small kernels that build such a
-constant, often fused into their users, stay in the graph)."""
+constant, often fused into their users, stay in the graph), no padding of GEMM shapes (Inductor pads an unaligned
+GEMM where timing both on the GPU says it pays; aligned shapes, the common case, are never padded)."""
 
 
 @dataclass
