@@ -43,7 +43,7 @@ from torch.utils._pytree import tree_flatten
 
 from phantora.models.compute import DTYPE_BYTES, GEMM_OPS
 from phantora.models.ops import OpCall, TensorMeta
-from phantora.runtime.dispatch import _plain, make_op_call
+from phantora.runtime.dispatch import _plain, launches_no_kernel, make_op_call
 
 if TYPE_CHECKING:
     from phantora.runtime.dispatch import KernelRecorder
@@ -168,8 +168,10 @@ def _kernel_op(node: Any) -> OpCall | None:
     if isinstance(node, NopKernelSchedulerNode):
         return None
     if isinstance(node, ExternKernelSchedulerNode):
-        if isinstance(node.node, ir.MultiOutput):
-            return None  # a view of a multi-output kernel's results
+        overload = getattr(node.node, "op_overload", None)
+        if isinstance(node.node, ir.MultiOutput) or (isinstance(overload, torch._ops.OpOverload)
+                                                     and launches_no_kernel(overload)):
+            return None  # a view of a multi-output kernel's results, an ATen view or allocation called as a fallback
         return _extern_op(node)
     if node.is_template():
         raise CannotPlan("Inductor chose a Triton template kernel, which Phantora does not cost yet")
@@ -282,17 +284,22 @@ class PlannedGraph:
     results and puts the plan's kernels and buffers on the simulated GPU."""
 
     def __init__(self, plan: KernelPlan, eager: torch.fx.GraphModule, recorder: KernelRecorder,
-                 graphed_copies: tuple[int, ...] | None = None) -> None:
+                 planned_shapes: tuple, graphed_copies: tuple[int, ...] | None = None) -> None:
         self._boxed_call = True
         """Called with one list of inputs (AOTAutograd's convention; on the instance, so that wrappers copy it)."""
         self.plan = plan
         self.eager = eager
         self.recorder = recorder
+        self.planned_shapes = planned_shapes
+        """The inputs' shapes the plan's sizes are for (`input_shapes`); a graph with dynamic shapes called with
+        others runs its ops eagerly (`_run_unplanned`)."""
         self.graphed_copies = graphed_copies
         """With `mode="reduce-overhead"`: the inputs CUDA graph trees copy into the graph's static inputs before each
         replay (runtime/cuda_graphs.py Note [Simulated CUDA graphs]); None: the kernels are launched one by one."""
 
     def __call__(self, args: list) -> list:
+        if input_shapes(args) != self.planned_shapes:
+            return self._run_unplanned(args)
         with self.recorder.suppress():
             results = self.eager(*args)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
@@ -304,6 +311,15 @@ class PlannedGraph:
             self._replay(device, tensors, results, copies)
         args.clear()
         return results
+
+    def _run_unplanned(self, args: list) -> list:
+        """A graph with dynamic shapes, called with shapes other than those it was planned for: its ATen ops run and
+        are costed one by one, loudly (the plan's sizes are not this call's)."""
+        eager_fallback(self.recorder.session, "a dynamic-shape graph called with other shapes than it was planned "
+                                              "for runs its ATen ops")
+        results = self.eager(*args)
+        args.clear()
+        return list(results) if isinstance(results, (list, tuple)) else [results]
 
     def _replay(self, device: int, inputs: list[FakeTensor], results: list, copies: list[FakeTensor]) -> None:
         recorder, session = self.recorder, self.recorder.session
@@ -342,6 +358,13 @@ class PlannedGraph:
                 recorder.memory.track_new_storage(result, stream_id)
         for handle in live.values():
             allocator.free(handle)
+
+
+def input_shapes(inputs: Sequence[Any]) -> tuple:
+    """Each tensor input's shape, a symbolic size as its hint (the size the plan was made with)."""
+    def size(s: Any) -> int:
+        return s if isinstance(s, int) else int(s.node.hint) if s.node.has_hint() else -1
+    return tuple(tuple(size(s) for s in a.shape) for a in inputs if isinstance(a, torch.Tensor))
 
 
 def _fakes(values: list) -> list[FakeTensor]:
@@ -416,7 +439,8 @@ class SimulatedInductor:
                                   is_backward=kwargs.get("is_backward", False), graph_id=kwargs.get("graph_id"))
         self.session.stats.compiled["graphs"] += 1
         self.session.stats.compiled["kernels"] += sum(k.op.name != "inductor.nop" for k in plan.kernels)
-        return PlannedGraph(plan, eager, self.recorder, self._graphed_copies(example_inputs, kwargs))
+        return PlannedGraph(plan, eager, self.recorder, input_shapes(example_inputs),
+                            self._graphed_copies(example_inputs, kwargs))
 
     def _graphed_copies(self, example_inputs: Sequence[Any], kwargs: dict) -> tuple[int, ...] | None:
         """With CUDA graphs (`mode="reduce-overhead"`): the inputs copied before each replay, those of a forward
