@@ -8,7 +8,7 @@ Note: [torch.compile under Phantora]
 Inductor settings of the call's `mode` and `options` as torch translates them. Other backends (`eager`,
 `aot_eager`, a program's own) run as they are: their ops are the eager ops, recorded one by one as on a GPU.
 
-Three things let Dynamo trace a program while Phantora's dispatch mode is active:
+Four things let Dynamo trace a program while Phantora's dispatch mode is active:
 - `HybridMode.ignore_compile_internals()`: Dynamo otherwise refuses to compile under a non-infrastructure
   dispatch mode; Dynamo's tracing itself runs on Dynamo's own fake tensors, which the mode passes through
   unrecorded (runtime/dispatch.py Note [Foreign fake modes]).

@@ -7,7 +7,7 @@ run as far as its scheduler and no further (`SimulatedInductor`):
 - Dynamo traces the region with its fake tensors, as on a GPU; `compile_fx` runs Inductor's pre-grad passes,
   AOTAutograd with Inductor's decompositions and its min-cut partitioner (which decides the activations the
   forward saves for the backward), and hands each graph (the forward, and at the first backward the backward)
-  to an inner compiler. Phantora's (`plan_graph`) does what Inductor's does up to code generation: the
+  to an inner compiler. Phantora's (`lower_and_plan`) does what Inductor's does up to code generation: the
   post-grad passes, lowering (`GraphLowering.run`) and the scheduler, whose fusion decisions are Inductor's
   own. Nothing is generated or compiled: no Triton, no GPU, no driver.
 - Each scheduled node becomes one step of a `KernelPlan`: a fused pointwise or reduction kernel (a
@@ -25,8 +25,9 @@ run as far as its scheduler and no further (`SimulatedInductor`):
   partitioner saves) are real fake tensors: the graph is also run eagerly on the fake tensors, unrecorded, for
   their metadata, and each result's storage is allocated where the plan writes it.
 
-What cannot be planned falls back to eager for the region, loudly (`session.compile_fallback`): the region's
-ops are then recorded one by one, as without compilation, and the summary counts the fallbacks and names why.
+What cannot be planned falls back to eager for the region, loudly (`eager_fallback`): the region's ops are then
+recorded one by one, as without compilation, and the summary counts the fallbacks and names why. So does a graph
+with dynamic shapes called with other shapes than those its plan was made for (`PlannedGraph._run_unplanned`).
 Compilation time itself is not predicted (the summary says so).
 """
 
@@ -80,9 +81,6 @@ class KernelPlan:
 
     kernels: tuple[PlannedKernel, ...]
     backward: bool
-
-    def count(self, name: str) -> int:
-        return sum(k.op.name == name for k in self.kernels)
 
 
 # ----------------------------------------------------------------------------- from Inductor's scheduler
@@ -229,9 +227,10 @@ def _allocates(buffer: Any) -> bool:
     from torch._inductor import ir
 
     node = buffer.node
-    if isinstance(node, ir.MutationOutput) or isinstance(getattr(node, "layout", None), (ir.NoneLayout, ir.MultiOutputLayout)):
+    layout = getattr(node, "layout", None)
+    if isinstance(node, ir.MutationOutput) or isinstance(layout, (ir.NoneLayout, ir.MultiOutputLayout)):
         return False
-    return not node.get_mutation_names() and not isinstance(getattr(node, "layout", None), ir.NonOwningLayout)
+    return not node.get_mutation_names() and not isinstance(layout, ir.NonOwningLayout)
 
 
 def lower_and_plan(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, is_inference: bool,
@@ -251,7 +250,9 @@ def _lower_and_plan(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], is_
     from torch._inductor.graph import GraphLowering
     from torch._inductor.virtualized import V
 
-    shape_env = gm.shape_env if getattr(gm, "shape_env", None) is not None else cfx.shape_env_from_inputs(example_inputs)
+    shape_env = getattr(gm, "shape_env", None)
+    if shape_env is None:
+        shape_env = cfx.shape_env_from_inputs(example_inputs)
     view_to_reshape(gm)
     with torch.no_grad():
         fake_mode = cfx.fake_tensor_prop(gm, example_inputs)
@@ -398,12 +399,12 @@ _FORCED_CONFIG = {
     "benchmark_combo_kernel": False,
 }
 """Inductor settings the simulation overrides: no cache of compiled code (nothing is compiled, and a cached
-module would skip the scheduler), no compile workers, no autotuning or benchmarked fusion (they time candidate kernels on
-the GPU: Phantora costs GEMMs as cuBLAS calls; max-autotune's pointwise tuning changes block sizes, not fusion),
-CUDA graphs handled by the runtime (runtime/cuda_graphs.py), no joint-graph constant folding (it computes constant
-tensors on the device while compiling, which a simulated device cannot: the few small kernels that build such a
-constant, often fused into their users, stay in the graph), no padding of GEMM shapes (Inductor pads an unaligned
-GEMM where timing both on the GPU says it pays; aligned shapes, the common case, are never padded)."""
+module would skip the scheduler); no compile workers; no autotuning or benchmarked fusion (they time candidate
+kernels on the GPU: Phantora costs GEMMs as cuBLAS calls; max-autotune's pointwise tuning changes block sizes, not
+fusion); CUDA graphs handled by the runtime (runtime/cuda_graphs.py); no joint-graph constant folding (it computes
+constant tensors on the device while compiling, which a simulated device cannot: the few small kernels that build
+such a constant, often fused into their users, stay in the graph); no padding of GEMM shapes (Inductor pads an
+unaligned GEMM where timing both on the GPU says it pays; aligned shapes, the common case, are never padded)."""
 
 
 @dataclass
@@ -423,7 +424,7 @@ class SimulatedInductor:
         if any(self.config.get(key) for key in ("max_autotune", "max_autotune_gemm")):
             self.session.warn_once("compile-autotune", "torch.compile: max-autotune's autotuning is not simulated "
                                                        "(no Triton GEMM templates): GEMMs are costed as cuBLAS calls")
-        patches = {**{k: v for k, v in self.config.items() if k not in _FORCED_CONFIG}, **_FORCED_CONFIG}
+        patches = {k: v for k, v in {**self.config, **_FORCED_CONFIG}.items() if _inductor_has(k)}
         try:
             with self.recorder.suppress():
                 return compile_fx(gm, example_inputs, inner_compile=self._inner, config_patches=patches)
@@ -456,6 +457,19 @@ class SimulatedInductor:
     def _eager(self, gm: torch.fx.GraphModule, why: str) -> Callable:
         eager_fallback(self.session, why)
         return gm.forward
+
+
+def _inductor_has(setting: str) -> bool:
+    """Whether this torch's Inductor has a setting ("triton.cudagraphs"); `_FORCED_CONFIG` names some that other
+    versions may lack."""
+    from torch._inductor import config
+
+    owner = config
+    for part in setting.split("."):
+        if not hasattr(owner, part):
+            return False
+        owner = getattr(owner, part)
+    return True
 
 
 def _first_line(error: Exception, limit: int = 200) -> str:
