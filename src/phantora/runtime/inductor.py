@@ -316,11 +316,8 @@ class PlannedGraph:
     def _run_unplanned(self, args: list) -> list:
         """A graph with dynamic shapes, called with shapes other than those it was planned for: its ATen ops run and
         are costed one by one, loudly (the plan's sizes are not this call's)."""
-        eager_fallback(self.recorder.session, "a dynamic-shape graph called with other shapes than it was planned "
-                                              "for runs its ATen ops")
-        results = self.eager(*args)
-        args.clear()
-        return list(results) if isinstance(results, (list, tuple)) else [results]
+        why = "a dynamic-shape graph called with other shapes than it was planned for runs its ATen ops"
+        return EagerGraph(self.eager, self.recorder.session, why)(args)
 
     def _replay(self, device: int, inputs: list[FakeTensor], results: list, copies: list[FakeTensor]) -> None:
         recorder, session = self.recorder, self.recorder.session
@@ -359,6 +356,22 @@ class PlannedGraph:
                 recorder.memory.track_new_storage(result, stream_id)
         for handle in live.values():
             allocator.free(handle)
+
+
+class EagerGraph:
+    """A graph that cannot run as its plan (`why`): its ATen ops run and are costed one by one, loudly."""
+
+    def __init__(self, eager: torch.fx.GraphModule, session: Session, why: str) -> None:
+        self._boxed_call = True
+        self.eager = eager
+        self.session = session
+        self.why = why
+
+    def __call__(self, args: list) -> list:
+        eager_fallback(self.session, self.why)
+        results = self.eager(*args)
+        args.clear()
+        return list(results) if isinstance(results, (list, tuple)) else [results]
 
 
 def input_shapes(inputs: Sequence[Any]) -> tuple:
@@ -433,11 +446,16 @@ class SimulatedInductor:
         except Exception as error:  # noqa: BLE001 - any failure inside Inductor: eager, loudly, with the reason
             return self._eager(gm, _first_line(error))
 
-    def _inner(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> PlannedGraph:
+    def _inner(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Callable:
         eager = runnable_copy(gm)
-        with torch.utils._python_dispatch._disable_current_modes(), self.recorder.suppress():
-            plan = lower_and_plan(gm, example_inputs, is_inference=kwargs.get("is_inference", False),
-                                  is_backward=kwargs.get("is_backward", False), graph_id=kwargs.get("graph_id"))
+        try:
+            with torch.utils._python_dispatch._disable_current_modes(), self.recorder.suppress():
+                plan = lower_and_plan(gm, example_inputs, is_inference=kwargs.get("is_inference", False),
+                                      is_backward=kwargs.get("is_backward", False), graph_id=kwargs.get("graph_id"))
+        except Exception as error:  # noqa: BLE001 - a backward graph is compiled at the first backward, out of reach of
+            if not kwargs.get("is_backward"):  # `__call__`'s fallback: it runs its ATen ops, loudly
+                raise
+            return EagerGraph(eager, self.session, f"a backward graph runs its ATen ops ({_first_line(error)})")
         self.session.stats.compiled["graphs"] += 1
         self.session.stats.compiled["kernels"] += sum(k.op.name != "inductor.nop" for k in plan.kernels)
         return PlannedGraph(plan, eager, self.recorder, input_shapes(example_inputs),
