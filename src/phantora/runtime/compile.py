@@ -8,7 +8,7 @@ Note: [torch.compile under Phantora]
 Inductor settings of the call's `mode` and `options` as torch translates them. Other backends (`eager`,
 `aot_eager`, a program's own) run as they are: their ops are the eager ops, recorded one by one as on a GPU.
 
-Four things let Dynamo trace a program while Phantora's dispatch mode is active:
+These let Dynamo trace a program while Phantora's dispatch mode is active:
 - `HybridMode.ignore_compile_internals()`: Dynamo otherwise refuses to compile under a non-infrastructure
   dispatch mode; Dynamo's tracing itself runs on Dynamo's own fake tensors, which the mode passes through
   unrecorded (runtime/dispatch.py Note [Foreign fake modes]).
@@ -23,6 +23,11 @@ Four things let Dynamo trace a program while Phantora's dispatch mode is active:
   attention kernel PyTorch's own selection puts there, when the region compiles, on a GPU.
 - `torch.cuda._maybe_exchange_device` is a function of its own (runtime/cuda_api.py): Dynamo keys its
   handlers by function.
+Dynamo compiles with the dispatch modes popped, yet runs some of the program's code for real while it traces: an
+optimizer's `_init_group` makes the optimizer's state (on a GPU, real allocations that outlive the compilation).
+Phantora's dispatch mode is therefore back on the stack while Dynamo compiles (`ModeWhileCompiling`, through
+Dynamo's compilation callbacks), so that such tensors are the simulated device's; Dynamo's own tracing runs under
+its fake mode, which the dispatch mode passes through.
 And one lets Inductor's passes run: every fake mode but the simulated device's own avoids the CUDA device
 (`FakeTensorMode.avoid_device_init`, true in PyTorch when no GPU is available): their constant propagation
 would otherwise copy constants to the device for real (Inductor's pattern initialisation builds its example
@@ -90,6 +95,11 @@ def prepare_dynamo() -> None:
 
     skip_phantora_in_dynamo()
     other_fake_modes_avoid_the_device(RecordingFakeMode)
+    mode = _hybrid_mode()
+    if mode is not None:
+        while_compiling = ModeWhileCompiling(mode)
+        torch._dynamo.callback_handler.register_start_callback(while_compiling.start)
+        torch._dynamo.callback_handler.register_end_callback(while_compiling.end)
     routed = torch.nn.functional.scaled_dot_product_attention
     if getattr(routed, "__module__", None) == sdpa.__name__:
         torch.compiler.allow_in_graph(routed)
@@ -98,6 +108,36 @@ def prepare_dynamo() -> None:
 
 _GLOBAL_HOOKS_WARNING = r"Using `torch.compile\(module\)` when there are global hooks on modules"
 """PyTorch's warning for a global module hook (Phantora's own, which charges module calls: runtime/python_costs.py)."""
+
+
+def _hybrid_mode() -> Any:
+    """Phantora's dispatch mode, on the stack where the program calls `torch.compile`; None outside a rank."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from phantora.runtime.dispatch import HybridMode
+
+    return next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, HybridMode)), None)
+
+
+class ModeWhileCompiling:
+    """Puts Phantora's dispatch mode back on the stack while Dynamo compiles (Note [torch.compile under Phantora]),
+    unless it is there already (a backward compiled lazily, inside the program's own dispatch)."""
+
+    def __init__(self, mode: Any) -> None:
+        self.mode = mode
+        self.pushed: list[bool] = []
+
+    def start(self, args: Any) -> None:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        push = self.mode not in _get_current_dispatch_mode_stack()
+        if push:
+            self.mode.__enter__()
+        self.pushed.append(push)
+
+    def end(self, args: Any) -> None:
+        if self.pushed.pop():
+            self.mode.__exit__(None, None, None)
 
 
 def other_fake_modes_avoid_the_device(own: type) -> None:

@@ -168,3 +168,16 @@ def install(session: Session, recorder: KernelRecorder) -> None:
     graphs._graph_pool_handle = lambda: (0, next(handles))
     graphs._cuda_isCurrentStreamCapturing = capturing
     torch._C._cuda_isCurrentStreamCapturing = capturing
+    for name, stand_in in _CUDA_BUILD_NAMES.items():  # a CPU build lacks them; Inductor's CUDA graph trees import them
+        if not hasattr(torch._C, name):
+            setattr(torch._C, name, stand_in)
+
+
+class _AllocatorState:
+    """`torch._C._cuda_CUDAAllocator_AllocatorState`: a checkpoint of a CUDA graph pool (not modelled)."""
+
+
+_CUDA_BUILD_NAMES = {"_cuda_CUDAAllocator_AllocatorState": _AllocatorState,
+                     "_set_cached_tensors_enabled": lambda enabled: None}
+"""Names of a CUDA build's `torch._C` that `torch._inductor.cudagraph_trees` imports (Dynamo imports it for compiled
+optimizers); their stand-ins on a CPU build."""
