@@ -79,6 +79,9 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak of the GPU, for MFU")
+    p.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
+                   help="torch.compile the model, as nanoGPT's train.py does (MODE: default, reduce-overhead, "
+                        "max-autotune-no-cudagraphs, ...)")
     a = p.parse_args()
 
     torch.manual_seed(1337)
@@ -87,6 +90,8 @@ def main():
     model = GPT(a.vocab, a.block, a.layers, a.d_model, a.heads).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"parameters: {n_params / 1e6:.1f}M")
+    if a.compile:
+        model = torch.compile(model, mode=a.compile)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
     loader = DataLoader(RandomTokens(a.vocab, a.block), batch_size=a.batch, num_workers=a.workers,
                         pin_memory=True, shuffle=True)

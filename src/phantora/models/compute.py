@@ -408,6 +408,12 @@ OVERWRITE_OPS = {"aten.copy_", "aten.fill_", "aten.zero_", "aten.normal_", "aten
                  "aten.bernoulli_", "aten.exponential_", "aten.log_normal_", "aten.geometric_", "aten.cauchy_"}
 """In-place ops that overwrite `self` without reading it."""
 
+GENERATED_KERNELS: dict[str, KernelClass] = {"inductor.pointwise": "elementwise", "inductor.reduction": "reduction"}
+"""Kernels TorchInductor generates for a compiled graph (runtime/inductor.py Note [Simulated Inductor]): each
+reads and writes the buffers its OpCall lists, once (fused intermediates are not among them), and is costed as
+the memory-bound kernel of its class; the calibrated efficiencies are those of PyTorch's own CUDA kernels of
+that class, borrowed for Triton's (not yet fitted on Triton kernels)."""
+
 MEMORY_KIND_OF_CLASS: dict[str, str] = {
     "elementwise": "elementwise", "copy": "copy", "memset": "memset", "random": "random", "reduction": "reduction",
     "norm": "norm", "loss": "loss", "embedding": "embedding", "index": "index", "other": "generic",
@@ -417,6 +423,8 @@ MEMORY_KIND_OF_CLASS: dict[str, str] = {
 def classify(name: str) -> KernelClass | None:
     """Kernel class of an op name; None for an op with no specific model."""
     p = packet_name(name)
+    if p in GENERATED_KERNELS:
+        return GENERATED_KERNELS[p]
     if p in GEMM_OPS or p in GROUPED_GEMM_OPS:
         return "gemm"
     if p in ATTENTION_OPS:
@@ -780,6 +788,8 @@ class ComputeModel:
                 return "copy_strided"
             return "copy"
         base = MEMORY_KIND_OF_CLASS.get(cls, "generic")
+        if p in GENERATED_KERNELS:  # Triton's own loads and stores, not TensorIterator's paths
+            return base
         if cls in ("elementwise", "other"):
             # Note [Pointwise kernel paths]
             strided = strided_access(op.tensor_inputs() + list(op.outputs)) or broadcast_input(op)

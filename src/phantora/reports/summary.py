@@ -27,8 +27,8 @@ from phantora.specs.profile import PART_NAMES
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "gemm_problems",
-               "gemm_kernel_loads", "kernel_sources", "generic_ops", "placeholders", "warnings", "simulator_cpu_s",
-               "simulator_peak_rss_bytes", "host_time_measured_ns")
+               "gemm_kernel_loads", "kernel_sources", "generic_ops", "placeholders", "compiled", "warnings",
+               "simulator_cpu_s", "simulator_peak_rss_bytes", "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
 _PER_RANK_ROWS = 16
@@ -66,6 +66,26 @@ def load_rank_results(out_dir: Path, ranks: Iterable[int]) -> tuple[dict[int, di
 def _devices(result: dict[str, Any]) -> list[dict[str, Any]]:
     devices = result.get("devices")
     return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+
+
+def _compile(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the ranks compiled (runtime/inductor.py), summed over ranks; None if nothing was compiled. Compilation
+    time is not predicted: `compilation_time_predicted` says so for readers of summary.json."""
+    counts = _counter(results, "compiled")
+    if not counts:
+        return None
+    eager = {k.removeprefix("eager: "): v for k, v in counts.items() if k.startswith("eager: ")}
+    return {"regions": counts.get("regions", 0), "graphs": counts.get("graphs", 0), "kernels": counts.get("kernels", 0),
+            "eager_regions": eager, "compilation_time_predicted": False}
+
+
+def _compile_row(c: dict[str, Any]) -> str:
+    """"3 regions, 6 graphs as 140 Inductor kernels; compilation time not predicted; 1 region eager (why)"."""
+    text = (f"{c['regions']} region(s), {c['graphs']} graph(s) as {c['kernels']} Inductor kernels; "
+            "compilation time not predicted")
+    if c["eager_regions"]:
+        text += "; eager: " + ", ".join(f"{why} x{n}" for why, n in c["eager_regions"].items())
+    return text
 
 
 def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
@@ -165,6 +185,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "kernel_sources": _counter(reported, "kernel_sources"),
         "generic_ops": _counter(reported, "generic_ops"),
         "placeholder_reads": _counter(reported, "placeholders"),
+        "compile": _compile(reported),
         "warnings": sorted({str(w) for r in reported for w in (r.get("warnings") or [])} | set(problems)),
         "simulator_wall_s": round(wall_s, 3),
         "simulator_cpu_s": round(launcher_cpu_s + sum(p.cpu_s for p in processes), 3),
@@ -272,6 +293,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     top = list(s["kernel_time_s_by_class"].items())[:5]
     if top:
         rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))
+    if s.get("compile"):
+        rows.append(("torch.compile", _compile_row(s["compile"])))
     if s["generic_ops"]:
         rows.append(("unmodelled ops", ", ".join(f"{k} x{v}" for k, v in s["generic_ops"].items())))
     if s["ooms"]:

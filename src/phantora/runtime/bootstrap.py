@@ -26,7 +26,7 @@ def install(config: RankConfig):
 
     from phantora.runtime import cuda_api, distributed, functional_collectives, native, triton_kernels
     from phantora.runtime.clock import VirtualClock
-    from phantora.runtime.compile import install_compile_fallback
+    from phantora.runtime.compile import install_compile
     from phantora.runtime.dispatch import HybridMode, KernelRecorder, RecordingFakeMode
     from phantora.runtime.extensions import install_extension_stand_ins
     from phantora.runtime.handlers import HANDLERS, install_tolist
@@ -58,7 +58,7 @@ def install(config: RankConfig):
     mode = HybridMode(fake_mode, {**HANDLERS, **functional_collectives.handlers()})
     functional_collectives.install(fake_mode)
     install_sdpa_routing(session)
-    install_compile_fallback(session)
+    install_compile(session, recorder)
     install_storage_resize_hook(recorder)
     install_addresses(recorder)
     install_extension_stand_ins()

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from phantora.models.gpu import GpuSpec
-from phantora.runtime import native
+from phantora.runtime import cuda_graphs, native
 from phantora.runtime.session import Session
 
 _CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA
@@ -108,6 +108,11 @@ class CudaApi:
         if device >= 0:
             self.set_device(device)
         return previous
+
+    def maybe_exchange_device(self, device: int) -> int:
+        """`torch.cuda._maybe_exchange_device`: as `exchange_device`, a function of its own (Dynamo keys its
+        handlers by function, and two names bound to one method would collide)."""
+        return self.exchange_device(device)
 
     # -- streams -----------------------------------------------------------------------------
     def current_stream_tuple(self, device: Any = None) -> tuple[int, int, int]:
@@ -409,16 +414,12 @@ def _unsupported_jit(feature: str):
 
 
 UNSUPPORTED_CLASSES = {
-    ("graphs", "CUDAGraph"): "CUDA graphs (torch.cuda.CUDAGraph)",
-    ("graphs", "graph"): "CUDA graphs (torch.cuda.graph)",
     ("memory", "MemPool"): "memory pools (torch.cuda.MemPool)",
     ("streams", "ExternalStream"): "streams made outside PyTorch (torch.cuda.ExternalStream)",
 }
 """`torch.cuda.<module>.<name>` classes a simulated GPU cannot stand in for -> what the error names."""
 
 UNSUPPORTED_FUNCTIONS = {
-    ("graphs", "make_graphed_callables"): "CUDA graphs (torch.cuda.make_graphed_callables)",
-    ("graphs", "graph_pool_handle"): "CUDA graphs (torch.cuda.graph_pool_handle)",
     ("memory", "use_mem_pool"): "memory pools (torch.cuda.use_mem_pool)",
     ("memory", "caching_allocator_alloc"): "raw allocations (torch.cuda.caching_allocator_alloc)",
     ("memory", "caching_allocator_delete"): "raw allocations (torch.cuda.caching_allocator_delete)",
@@ -460,7 +461,7 @@ def install(api: CudaApi) -> None:
         "_cuda_getDevice": api.current_device,
         "_cuda_setDevice": api.set_device,
         "_cuda_exchangeDevice": api.exchange_device,
-        "_cuda_maybeExchangeDevice": api.exchange_device,
+        "_cuda_maybeExchangeDevice": api.maybe_exchange_device,
         "_cuda_getArchFlags": lambda: "sm_80 sm_86 sm_90 sm_100 sm_120",
         "_cuda_getCompiledVersion": lambda: int(CUDA_VERSION.replace(".", "")) * 100,
         "_cuda_synchronize": lambda: api.synchronize(None),
@@ -488,6 +489,7 @@ def install(api: CudaApi) -> None:
         "_cuda_record_memory_history": lambda *a, **k: session.warn_once(
             "memory_history", "torch.cuda.memory._record_memory_history is ignored"),
         "_cuda_sleep": lambda cycles: None,
+        "_host_emptyCache": lambda: None,  # the pinned host allocator's cache (not modelled); torch.cuda.graph calls it
     }
     for name, fn in functions.items():
         setattr(C, name, fn)
@@ -498,7 +500,7 @@ def install(api: CudaApi) -> None:
     replacements = {
         "_get_device_properties": get_properties,
         "_exchange_device": api.exchange_device,
-        "_maybe_exchange_device": api.exchange_device,
+        "_maybe_exchange_device": api.maybe_exchange_device,
         "_CudaDeviceProperties": DeviceProperties,
         "_cudart": _Cudart(api),
         "default_generators": tuple(PhiloxGenerator(i) for i in range(api.count)),
@@ -511,6 +513,7 @@ def install(api: CudaApi) -> None:
         setattr(cuda, name, value)
     cuda.streams.Stream, cuda.streams.Event = Stream, Event
     _install_unsupported()
+    cuda_graphs.install(session, api.recorder)  # Note [Simulated CUDA graphs]
     cuda.nvtx._nvtx = _Nvtx()
     sys.modules["torch.cuda"].memory.mem_get_info = api.mem_get_info
     cuda.mem_get_info = api.mem_get_info

@@ -248,8 +248,8 @@ class KernelRecorder:
                 self.memory.track_new_storage(o, stream_id, resized)
         node = torch._C._current_autograd_node()
         backward = self._in_backward(node)
-        if func.overloadpacket in _CUBLAS_OPS:  # the engine's thread has its own cuBLAS handle
-            self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
+        if func.overloadpacket in _CUBLAS_OPS:
+            self.cublas_workspace(node, device, stream_id)
         if launches_no_kernel(func):
             self.session.host_only_op(_name(func), allocates=func in _ALLOCATIONS)
             return
@@ -262,6 +262,11 @@ class KernelRecorder:
             self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
         self.session.launch_costed(self._cost(func, args, kwargs, outputs, cached), (device, stream_id),
                                    backward=backward)
+
+    def cublas_workspace(self, node: Any, device: int, stream_id: int) -> None:
+        """A cuBLAS GEMM runs (`node`: the autograd node running, if any): the engine's thread has its own cuBLAS
+        handle, so its own workspace (memory_tracker.py Note [cuBLAS workspaces])."""
+        self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
 
     def _cost(self, func, args: tuple, kwargs: dict, outputs: list, cached: CachedOp | None) -> CostedOp:
         """The op's costs; kept in its dispatch-cache entry, if it has one, while costs cannot change."""
@@ -467,8 +472,14 @@ class HybridMode(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         """No: TorchDispatchMode would wrap `__torch_dispatch__` in `torch._disable_dynamo`, which keeps dynamo
-        from compiling the mode's frames at a cost on every op; dynamo compiles nothing here (runtime/compile.py)."""
+        from compiling the mode's frames at a cost on every op; Phantora's files are in Dynamo's skip list instead
+        (runtime/compile.py Note [torch.compile under Phantora])."""
         return False
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Dynamo may compile while the mode is active (runtime/compile.py Note [torch.compile under Phantora])."""
+        return True
 
     def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
         super().__init__()

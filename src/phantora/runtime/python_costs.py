@@ -43,7 +43,12 @@ def install_python_costs(session: Session) -> None:
         if os.getpid() == pid:
             session.host_work(ns)
 
-    module.register_module_forward_pre_hook(lambda mod, args: charge(host.module_call_ns()))
+    def module_call(mod, args) -> None:
+        if torch.compiler.is_compiling():  # Dynamo traces the hook: compiled code makes no module calls
+            return
+        charge(host.module_call_ns())
+
+    module.register_module_forward_pre_hook(module_call)
     optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: charge(host.optimizer_step_ns()))
     _charge_before(torch.optim.Optimizer, "zero_grad",
                    lambda opt: charge(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))

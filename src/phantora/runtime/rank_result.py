@@ -51,6 +51,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "kernel_sources": dict(stats.kernel_sources),
         "generic_ops": dict(stats.generic_ops),
         "placeholders": dict(stats.placeholders),
+        "compiled": dict(stats.compiled),
         "warnings": list(stats.warnings),
         "simulator_cpu_s": time.process_time() - _PROCESS_START,
         "simulator_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

@@ -59,6 +59,9 @@ class OpStats:
     """cuBLAS kernels launched for the first time in the process (models/gemm_kernels.py)."""
     generic_ops: collections.Counter = field(default_factory=collections.Counter)
     """Op name -> calls that got only a generic memory-bound estimate."""
+    compiled: collections.Counter = field(default_factory=collections.Counter)
+    """`torch.compile` (runtime/inductor.py): "regions" Dynamo compiled, "graphs" Inductor planned (forward and
+    backward graphs), "kernels" in their plans, and "eager: <why>" for each region that fell back to eager."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
     warnings: list[str] = field(default_factory=list)
     placeholders: collections.Counter = field(default_factory=collections.Counter)
@@ -132,6 +135,9 @@ class Session:
         self.gemm_kernels = self.profile.gemm_kernels.value
         self._gemm_kernels: set[str] = set()
         """cuBLAS kernels this process has launched (Note [First launch of a cuBLAS kernel])."""
+        self.graph_capture = None
+        """The CUDA graph capturing now (runtime/cuda_graphs.py `GraphCapture`), which takes the kernels it captures
+        instead of the GPU; None when nothing captures."""
         self.host_timer = None
         """With `--host-time measured`: charges the program's own CPU time between intercepted calls
         (runtime/host_time.py Note [Measured host time]); None with the host model alone (default)."""
@@ -223,14 +229,19 @@ class Session:
         return CostedOp(op, estimate, self.host.op_ns(op), self.host.op_ns(op, backward=True),
                         self.host.gemm_problem(op), describe_tensors(op) if self.config.trace else "")
 
-    def launch_costed(self, costed: CostedOp, stream: StreamKey, *, backward: bool = False) -> None:
-        """`launch_kernel` of an op already costed."""
+    def launch_costed(self, costed: CostedOp, stream: StreamKey, *, backward: bool = False,
+                      charge_host: bool = True) -> None:
+        """`launch_kernel` of an op already costed; `charge_host`: False for a kernel the host does not launch
+        itself (a CUDA graph's, replayed: runtime/cuda_graphs.py)."""
         estimate = costed.estimate
         if estimate.source == "generic":
             self._note_generic(costed.op)
         with self.lock:
-            host_ns = costed.engine_host_ns if backward else costed.host_ns
-            self._charge(self._with_contention(host_ns) + self._gemm_select_ns(costed))
+            if charge_host:
+                host_ns = costed.engine_host_ns if backward else costed.host_ns
+                self._charge(self._with_contention(host_ns) + self._gemm_select_ns(costed))
+            if self.graph_capture is not None and self.graph_capture.capture(costed, stream):
+                return
             self.link.kernel(self.stream_id(stream), estimate.duration_ns, costed.op.name, flops=estimate.flops,
                              bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class,
                              detail=costed.detail)

@@ -151,11 +151,6 @@ seen["big_seed"] = torch.cuda.initial_seed()
 compiled = torch.compile(model)
 seen["compiled_runs"] = list(compiled(torch.randn(2, 256, device="cuda")).shape)
 seen["graph_type_named"] = str(torch.cuda.CUDAGraph | None)  # libraries annotate with it at import
-try:
-    torch.cuda.CUDAGraph()
-    seen["graph_error"] = None
-except NotImplementedError as error:
-    seen["graph_error"] = str(error)
 unsupported = {"MemPool": torch.cuda.MemPool, "caching_allocator_alloc": lambda: torch.cuda.caching_allocator_alloc(64),
                "ExternalStream": lambda: torch.cuda.ExternalStream(1234),
                "jiterator": torch.cuda.jiterator._create_jit_fn("template <typename T> T f(T x) { return x; }")}

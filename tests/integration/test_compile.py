@@ -1,0 +1,46 @@
+"""torch.compile and CUDA graphs end to end (runtime/compile.py, runtime/inductor.py, runtime/cuda_graphs.py)."""
+
+import pytest
+
+from conftest import SCRIPTS
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_compiled_step_runs_inductors_fused_kernels(phantora):
+    eager = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "eager")
+    compiled = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "default")
+    assert eager.code == 0, eager.stderr
+    assert compiled.code == 0, compiled.stderr
+    eager_seen, seen = eager.tagged_json("COMPILE"), compiled.tagged_json("COMPILE")
+    assert seen["orig_mod"] and seen["state_dict_keys"] == ["_orig_mod.tok.weight", "_orig_mod.pos.weight"]
+    # one region, its forward and backward graphs as Inductor's kernels; nothing fell back to eager
+    summary = compiled.summary
+    assert summary["compile"]["regions"] == 1 and summary["compile"]["graphs"] == 2
+    assert summary["compile"]["eager_regions"] == {} and summary["compile"]["compilation_time_predicted"] is False
+    assert "compilation time not predicted" in compiled.stderr
+    # fused: no eager norm or loss kernels, fewer kernels in all (the same GEMMs, optimizer and set-up)
+    assert "norm" in eager.summary["kernel_time_s_by_class"] and "norm" not in summary["kernel_time_s_by_class"]
+    assert summary["kernels"] < eager.summary["kernels"] - 60
+    assert summary["kernel_sources"].get("generic", 0) == 0
+    assert summary["flops"] == pytest.approx(eager.summary["flops"], rel=0.01)  # the same GEMMs and attention
+    assert seen["step_s"] < 0.9 * eager_seen["step_s"]
+    assert seen["peak_bytes"] < eager_seen["peak_bytes"]  # the partitioner saves less than eager autograd
+    # no compile warning where nothing is compiled
+    assert eager.summary.get("compile") is None and not any("torch.compile" in w for w in eager.summary["warnings"])
+
+
+def test_reduce_overhead_replays_each_graph_with_one_launch(phantora):
+    default = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "default")
+    graphed = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "reduce-overhead")
+    assert graphed.code == 0, graphed.stderr
+    assert graphed.tagged_json("COMPILE")["step_s"] < default.tagged_json("COMPILE")["step_s"]
+    assert graphed.summary["kernels"] >= default.summary["kernels"]  # the same kernels, and the input copies
+
+
+def test_a_cuda_graph_replay_costs_one_launch(phantora):
+    run = phantora(str(SCRIPTS / "cuda_graph_probe.py"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("GRAPH")
+    assert seen["kernels"] == 40 and seen["shape"] == [64, 64] and not seen["capturing"]
+    assert seen["replay_us"] < 0.5 * seen["eager_us"]  # 40 small kernels: the host's launches dominate eagerly
