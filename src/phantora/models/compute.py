@@ -898,7 +898,7 @@ class ComputeModel:
         b = bind(op)
         backward = p.endswith("backward")
         backend = "cudnn" if "cudnn" in p else ("efficient" if "efficient" in p else "flash")
-        q, k = b.get("query"), b.get("key")
+        q, k, v = b.get("query"), b.get("key"), b.get("value")
         bshd = p in ("aten._flash_attention_forward", "aten._flash_attention_backward",
                      "aten._efficient_attention_forward", "aten._efficient_attention_backward")
         if bshd:
@@ -907,24 +907,28 @@ class ComputeModel:
         else:
             bsz, hq, sq, d = q.shape
             hk, sk = k.shape[1], k.shape[2]
+        # the value head dim may differ from the query/key one (DeepSeek's MLA: 192 and 128); a backward op's value
+        # is bound too
+        dv = v.shape[-1] if v is not None else d
         causal = bool(b.get("is_causal", False)) or b.get("custom_mask_type", 0) == 1
         pairs = sq * sk
         if causal:  # PyTorch's is_causal mask is top-left aligned: row i keeps keys j <= i
             pairs = sq * (sq + 1) // 2 if sq <= sk else sk * (sk + 1) // 2 + (sq - sk) * sk
-        flops_fwd = 4.0 * bsz * hq * pairs * d
+        flops_fwd = 2.0 * bsz * hq * pairs * (d + dv)  # Q K^T, then P V
         flops = flops_fwd * (2.5 if backward else 1.0)
         # block-granular work actually done by a tiled kernel (128x128 tiles; causal skips whole tiles)
         bq = _ceil_div(sq, 128)
         bk = _ceil_div(sk, 128)
         blocks = bq * (bk + 1) / 2 if causal and sq == sk else bq * bk
-        tile_flops = 4.0 * bsz * hq * blocks * 128 * 128 * d * (2.5 if backward else 1.0)
+        tile_flops = 2.0 * bsz * hq * blocks * 128 * 128 * (d + dv) * (2.5 if backward else 1.0)
         # score elements of those tiles: the softmax work (exp, max, rescale) per (query, key) pair
         # does not shrink with the head dim, so at d=64 a kernel reaches a smaller share of peak
         tile_pairs = float(bsz * hq * blocks * 128 * 128)
         elem = itemsize(q)
-        nbytes = float((bsz * hq * sq * d * 2 + bsz * hk * sk * d * 2) * elem * (2 if backward else 1))
+        nbytes = float((bsz * hq * sq * (d + dv) + bsz * hk * sk * (d + dv)) * elem * (2 if backward else 1))
         return {"backend": backend, "backward": backward, "flops": flops, "tile_flops": tile_flops,
-                "tile_pairs": tile_pairs, "rows": float(bsz * hq * sq * d), "bytes": nbytes, "dtype": q.dtype, "d": d}
+                "tile_pairs": tile_pairs, "rows": float(bsz * hq * sq * (d + dv) / 2), "bytes": nbytes,
+                "dtype": q.dtype, "d": d}
 
     def _attention(self, op: OpCall) -> KernelEstimate:
         a = self._attention_features(op)

@@ -49,6 +49,16 @@ def priority_order(capability: tuple[int, int]) -> list[str]:
     return [_BACKEND_NAMES[b] for b in order if b in _BACKEND_NAMES]
 
 
+def _cudnn_head_dim_limit(head_dim: int, value_dim: int, capability: tuple[int, int]) -> int:
+    """cuDNN attention's largest head dim (`check_cudnn_tensor_shapes`, cuDNN >= 9.11): 256 on Hopper (9.0), 192 on
+    Blackwell (10.x) for DeepSeek's 192/128 query/value heads only, else 128. Query and value head dims may differ."""
+    if capability == (9, 0):
+        return 256
+    if capability[0] == 10 and (head_dim, value_dim) == (192, 128):
+        return 192
+    return 128
+
+
 def _fits(backend: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask,
           enable_gqa: bool, capability: tuple[int, int]) -> bool:
     """Whether `backend`'s constraints hold for these inputs (sdp_utils.cpp `can_use_*`)."""
@@ -56,8 +66,10 @@ def _fits(backend: str, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     same_heads = query.shape[-3] == key.shape[-3] == value.shape[-3] if query.dim() == 4 else True
     half = query.dtype in (torch.float16, torch.bfloat16)
     if backend == "cudnn":
-        return (capability >= (8, 0) and half and query.dim() == 4 and head_dim <= 256 and head_dim % 8 == 0
-                and value.shape[-1] == head_dim and (same_heads or enable_gqa))
+        value_dim = value.shape[-1]
+        return ((8, 0) <= capability <= (12, 1) and half and query.dim() == 4 and key.shape[-2] != 1
+                and max(head_dim, value_dim) <= _cudnn_head_dim_limit(head_dim, value_dim, capability)
+                and head_dim % 8 == 0 and value_dim % 8 == 0 and (same_heads or enable_gqa))
     if backend == "flash":
         return (half and attn_mask is None and head_dim <= 256 and head_dim % 8 == 0 and capability >= (8, 0)
                 and (same_heads or enable_gqa) and query.dim() == 4 and value.shape[-1] == head_dim)

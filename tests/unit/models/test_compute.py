@@ -314,6 +314,17 @@ def test_attention_pays_per_score_element_so_small_head_dims_are_slower_per_flop
     assert d256.duration_ns == round(tile_flops / 989.4e12 * 1e9)
 
 
+def test_attention_with_a_narrower_value_head_counts_each_product_with_its_own_head_dim():
+    """DeepSeek's latent attention: Q K^T over 192 dims, P V over 128; FLOPs 2 * pairs * (192 + 128)."""
+    m = model(kernel_gap_ns=0.0)
+    q, v = t((1, 16, 4096, 192)), t((1, 16, 4096, 128))
+    mla = m.estimate(OpCall("aten._scaled_dot_product_cudnn_attention.default", (q, q, v, None, True, 0.0, True),
+                            (), (v,)))
+    pairs = 16 * 4096 * 4097 // 2
+    assert mla.flops == 2.0 * pairs * (192 + 128)
+    assert mla.flops < m.estimate(_cudnn(1, 16, 4096, 192)).flops
+
+
 def test_fsdp2_copy_ops_cost_the_copies_their_cuda_implementations_run():
     """Note [FSDP2's copy ops]: all_gather_copy_in is a foreach copy into the all-gather buffer's slots;
     split_with_sizes_copy and chunk_cat read and write each byte once (chunk_cat widening to fp32)."""

@@ -52,3 +52,20 @@ def test_sdpa_kernel_context_is_respected():
             assert "No available kernel" in str(error)
         else:
             raise AssertionError("flash attention accepted float32 inputs")
+
+
+def test_cudnn_takes_a_value_head_dim_other_than_the_query_one():
+    """DeepSeek's multi-head latent attention: queries and keys of 192, values of 128 per head. TorchTitan allows
+    cuDNN, flash and math only; cuDNN takes it on Hopper (flash needs equal head dims), so nothing materialises
+    the attention matrix."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, _ = qkv(torch.bfloat16, head_dim=192)
+    v = torch.empty(2, 8, 128, 128, dtype=torch.bfloat16, device="meta")
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], set_priority=True):
+        assert choose_backend(q, k, v, None, 0.0, False, (9, 0)) == "cudnn"
+        assert choose_backend(q, k, v, None, 0.0, False, (10, 0)) == "cudnn"  # Blackwell's DeepSeek case
+        assert choose_backend(q, k, v, None, 0.0, False, (8, 0)) == "math"    # cuDNN: 128 at most on Ampere
+    big_q, big_k, _ = qkv(torch.bfloat16, head_dim=256)
+    assert choose_backend(big_q, big_k, big_k, None, 0.0, False, (9, 0)) == "cudnn"
+    assert choose_backend(big_q, big_k, big_k, None, 0.0, False, (10, 0)) == "flash"  # cuDNN: 128 off Hopper
