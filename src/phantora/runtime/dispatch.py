@@ -83,7 +83,7 @@ from phantora.runtime.cuda_checks import check_like_cuda
 from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import CostedOp, Session
-from phantora.runtime.shadows import shadows
+from phantora.runtime.shadows import makes_known_values, shadows
 
 aten = torch.ops.aten
 _FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -198,6 +198,32 @@ _CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name.split(".", 1)[1]) for name 
 (runtime/memory_tracker.py Note [cuBLAS workspaces])."""
 
 
+class OpTraits:
+    """What the recorder asks of an op on every call, worked out once per op (an `OpOverload` hashes in Python:
+    asking each question of the op itself cost more than the answers)."""
+
+    __slots__ = ("name", "no_kernel", "allocates", "resizes", "cublas", "mutable", "makes_known_values")
+
+    def __init__(self, func: torch._ops.OpOverload) -> None:
+        self.name = str(func)
+        self.no_kernel = launches_no_kernel(func)
+        self.allocates = func in _ALLOCATIONS
+        self.resizes = resizes_outputs(func)
+        self.cublas = func.overloadpacket in _CUBLAS_OPS
+        self.mutable = func._schema.is_mutable
+        self.makes_known_values = makes_known_values(func)
+
+
+_traits: dict[Any, OpTraits] = {}
+
+
+def op_traits(func: torch._ops.OpOverload) -> OpTraits:
+    traits = _traits.get(func)
+    if traits is None:
+        traits = _traits[func] = OpTraits(func)
+    return traits
+
+
 
 def issued_by_engine(node: Any) -> bool:
     """Whether the autograd engine itself issues the op running now (`node`: the autograd node running,
@@ -231,9 +257,15 @@ class KernelRecorder:
                cached: CachedOp | None = None) -> None:
         """`cached`: the op's entry in the dispatch cache, which keeps what follows from its metadata alone
         (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
-        if self.suppressed():
+        if self._local.suppress:
             return
-        outputs = [o for o in _leaves(out) if isinstance(o, FakeTensor)]
+        if cached is None:
+            traits = op_traits(func)
+        else:
+            traits = cached.traits
+            if traits is None:
+                traits = cached.traits = op_traits(func)
+        outputs = [out] if type(out) is FakeTensor else [o for o in _leaves(out) if isinstance(o, FakeTensor)]
         device = _fake_cuda_index(outputs)
         flat = None
         if device is None:
@@ -241,25 +273,24 @@ class KernelRecorder:
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
-        stream_id = self.current_stream_id(device)
-        resized = resizes_outputs(func)
+        stream_id = self._current_stream(device)
         for o in outputs:
             if o.fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
-                self.memory.track_new_storage(o, stream_id, resized)
+                self.memory.track_new_storage(o, stream_id, traits.resizes)
         node = torch._C._current_autograd_node()
-        backward = self._in_backward(node)
-        if func.overloadpacket in _CUBLAS_OPS:  # the engine's thread has its own cuBLAS handle
+        backward = node is not None and self._in_backward(node)
+        if traits.cublas:  # the engine's thread has its own cuBLAS handle
             self.memory.cublas_workspace("autograd" if node is not None else threading.get_ident(), device, stream_id)
-        if launches_no_kernel(func):
-            self.session.host_only_op(_name(func), allocates=func in _ALLOCATIONS)
+        if traits.no_kernel:
+            self.session.host_only_op(traits.name, allocates=traits.allocates)
             return
-        shadowed = shadows.applies(func)
+        shadowed = traits.makes_known_values or bool(shadows)  # whether the op could run on shadows
         if self.unwaited or shadowed:
             if flat is None:
                 flat = _leaves((args, kwargs))
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
             propagated = shadowed and shadows.propagate(func, args, kwargs, inputs, out)
-            self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
+            self.before_kernel(inputs, written=inputs if traits.mutable and not propagated else ())
         self.session.launch_costed(self._cost(func, args, kwargs, outputs, cached), (device, stream_id),
                                    backward=backward)
 
@@ -659,12 +690,6 @@ def _collect(value: Any, found: list) -> None:
             _collect(v, found)
     else:
         found.extend(tree_flatten(value)[0])
-
-
-@functools.cache
-def _name(func: Any) -> str:
-    """`str(func)`, once per op."""
-    return str(func)
 
 
 def _numel(size) -> int:

@@ -123,7 +123,7 @@ class CachedOp:
     """What one key's first call left: FakeTensorMode's cache entry (or one made the same way for a list of new
     tensors), and the op's costs once worked out (`Session.cost`: the recorder keeps them here)."""
 
-    __slots__ = ("entry", "returns_list", "keyed_by_values", "costed")
+    __slots__ = ("entry", "returns_list", "keyed_by_values", "costed", "traits")
 
     def __init__(self, entry: _DispatchCacheValidEntry, returns_list: bool = False) -> None:
         self.entry = entry
@@ -132,6 +132,8 @@ class CachedOp:
         """Whether the key holds every argument's value, so the op's costs may be kept here (Note [Optimizer
         steps]: not for ops keyed by their floats' types)."""
         self.costed = None
+        self.traits = None
+        """What the recorder asks of the op itself (dispatch.OpTraits), once it recorded it."""
 
 
 class DispatchCache:
