@@ -70,7 +70,7 @@ class MemoryTracker:
     def _sample(self, device: int) -> None:
         session = self._session
         allocator = session.allocators[device]
-        session.memory_samples.append((session.link.host_ns, device, allocator.allocated_bytes, allocator.reserved_bytes))
+        session.memory_samples.append((session.now_ns(), device, allocator.allocated_bytes, allocator.reserved_bytes))
 
     def track_new_storage(self, tensor: torch.Tensor, stream_id: int, resized: bool = False) -> None:
         """Allocate a block for `tensor`'s storage if this storage is new; `resized`: the op may have
