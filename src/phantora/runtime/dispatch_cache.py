@@ -85,6 +85,7 @@ MAX_ENTRIES = 1 << 16
 """Keys kept before the cache starts over (a program whose shapes never repeat must not grow it forever)."""
 
 _strided = torch.strided
+_META = torch.device("meta")
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
 _get_dispatch_mode = torch._C._get_dispatch_mode
 _PROXY = torch._C._TorchDispatchModeKey.PROXY
@@ -275,7 +276,7 @@ class DispatchCache:
             return info.constant_value if info.view_idx is None else None
         with torch._C._DisableTorchDispatch():
             empty = torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, layout=meta.layout,
-                                        device="meta", requires_grad=meta.requires_grad)
+                                        device=_META, requires_grad=meta.requires_grad)
             if meta.is_conj:
                 torch._C._set_conj(empty, True)
             if meta.is_neg:
