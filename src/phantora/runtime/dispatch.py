@@ -636,8 +636,9 @@ class HybridMode(TorchDispatchMode):
             return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
     def _factory(self, func, args: tuple, kwargs: dict) -> Any:
-        """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL)."""
-        size = args[0] if args and isinstance(args[0], (list, tuple)) else None
+        """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL). Where its size is not in its
+        arguments, the fake run tells it."""
+        size = _factory_size(func, args, kwargs)
         if size is not None and all(isinstance(d, int) for d in size) and _numel(size) < LARGE_HOST_FACTORY_NUMEL:
             return func(*args, **kwargs)
         with self.recorder.suppress():
@@ -645,6 +646,26 @@ class HybridMode(TorchDispatchMode):
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
             return out
         return func(*args, **kwargs)
+
+
+def _factory_size(func, args: tuple, kwargs: dict) -> list | tuple | None:
+    """The size a factory's result will have: its first argument if that is a list, else its `size` argument
+    (`randint(low, high, size)`, which a data loader calls for every sample), None if neither."""
+    if args and isinstance(args[0], (list, tuple)):
+        return args[0]
+    index = _size_index(func)
+    if index is None:
+        return None
+    size = args[index] if index < len(args) else kwargs.get("size")
+    return size if isinstance(size, (list, tuple)) else None
+
+
+@functools.cache
+def _size_index(func) -> int | None:
+    """Where a factory's `size` argument is in its schema, None if it has none."""
+    schema = getattr(func, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    return names.index("size") if "size" in names else None
 
 
 def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
