@@ -224,7 +224,6 @@ def op_traits(func: torch._ops.OpOverload) -> OpTraits:
     return traits
 
 
-
 def issued_by_engine(node: Any) -> bool:
     """Whether the autograd engine itself issues the op running now (`node`: the autograd node running,
     `torch._C._current_autograd_node()`); inside a node with grad mode on, Python is recomputing a forward
@@ -242,9 +241,6 @@ class KernelRecorder:
         self._local = _RecorderLocal()
         self.unwaited = None
         """distributed.UnwaitedResults once the collectives backend is installed."""
-
-    def suppressed(self) -> bool:
-        return self._local.suppress > 0
 
     def suppress(self) -> "_Suppress":
         """Ops run inside this context are bookkeeping (e.g. shape inference), not GPU kernels."""
