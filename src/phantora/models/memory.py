@@ -68,6 +68,8 @@ SIZE_MAX = 2**64 - 1
 """max_split_size when unset: std::numeric_limits<size_t>::max(). c10/core/AllocatorConfig.h."""
 ONE_EXA_BYTES = 1152921504606846976
 """Requests of this size or more fail at once. CUDACachingAllocator.cpp: NativeCachingAllocator::allocate."""
+_SIZES_KEPT = 1 << 14
+"""Request sizes whose rounding the model keeps (`CachingAllocatorModel._sizes`) before it starts over."""
 PINNED_MAX_REGISTER_THREADS = 128
 """c10/cuda/CUDAAllocatorConfig.h: pinned_max_register_threads()."""
 
@@ -453,9 +455,11 @@ class Stat:
         self.freed = 0
 
     def increase(self, amount: int) -> None:
-        self.current += amount
-        self.peak = max(self.current, self.peak)
-        self.run_peak = max(self.current, self.run_peak)
+        current = self.current = self.current + amount
+        if current > self.peak:  # run_peak >= peak always: it is never reset
+            self.peak = current
+            if current > self.run_peak:
+                self.run_peak = current
         self.allocated += amount
 
     def decrease(self, amount: int) -> None:
@@ -469,6 +473,26 @@ class Stat:
     def reset_accumulated(self) -> None:
         self.allocated = 0
         self.freed = 0
+
+
+def _increase(stats: tuple[Stat, Stat], amount: int) -> None:
+    """`Stat.increase` of the aggregate stat and the pool's (what `for_each_selected_stat_type` updates), inline:
+    the allocator model changes a dozen stats per allocation, on every new tensor of the program."""
+    for stat in stats:
+        current = stat.current = stat.current + amount
+        if current > stat.peak:
+            stat.peak = current
+            if current > stat.run_peak:
+                stat.run_peak = current
+        stat.allocated += amount
+
+
+def _decrease(stats: tuple[Stat, Stat], amount: int) -> None:
+    """`Stat.decrease` of the aggregate stat and the pool's, inline."""
+    for stat in stats:
+        current = stat.current = stat.current - amount
+        assert current >= 0, "negative allocator stat (model bug)"
+        stat.freed += amount
 
 
 class _Block:
@@ -510,18 +534,28 @@ class _Block:
         return (self.stream, self.size, self.ptr)
 
 
+class _PoolStats:
+    """The stats a change in one pool updates: for each stat array, its aggregate stat and the pool's."""
+
+    __slots__ = _STAT_ARRAY_NAMES
+
+    def __init__(self, stats: list[list[Stat]], pool_type: int) -> None:
+        for name, array in zip(_STAT_ARRAY_NAMES, stats):
+            setattr(self, name, (array[_AGGREGATE], array[pool_type]))
+
+
 class _BlockPool:
     """Free, reusable blocks of one kind (small or large), kept sorted like the real std::set.
     A sorted list of keys plus bisect: O(log n) search; insertion and removal move pointers only."""
 
-    __slots__ = ("is_small", "keys", "by_ptr", "get_free_blocks_call_count", "stat_types")
+    __slots__ = ("is_small", "keys", "by_ptr", "get_free_blocks_call_count", "stats")
 
-    def __init__(self, is_small: bool) -> None:
+    def __init__(self, is_small: bool, stats: list[list[Stat]]) -> None:
         self.is_small = is_small
         self.keys: list[tuple[int, int, int]] = []
         self.by_ptr: dict[int, _Block] = {}
         self.get_free_blocks_call_count = 0
-        self.stat_types = (_AGGREGATE, _SMALL_POOL if is_small else _LARGE_POOL)
+        self.stats = _PoolStats(stats, _SMALL_POOL if is_small else _LARGE_POOL)
 
     def insert(self, block: _Block) -> None:
         """BlockPool::insert_into_blocks: also stamps the block's age for garbage collection."""
@@ -616,20 +650,11 @@ class CachingAllocatorModel:
         self.malloc_headroom_bytes = malloc_headroom_bytes
         self.device_index = device_index
 
-        self._small = _BlockPool(is_small=True)
-        self._large = _BlockPool(is_small=False)
         self._stats: list[list[Stat]] = [[Stat() for _ in _STAT_TYPE_NAMES] for _ in _STAT_ARRAY_NAMES]
-        (
-            self._allocation,
-            self._segment,
-            self._active,
-            self._inactive_split,
-            self._allocated_bytes,
-            self._reserved_bytes,
-            self._active_bytes,
-            self._inactive_split_bytes,
-            self._requested_bytes,
-        ) = self._stats
+        self._small = _BlockPool(True, self._stats)
+        self._large = _BlockPool(False, self._stats)
+        self._allocated_bytes = self._stats[_STAT_ARRAY_NAMES.index("allocated_bytes")]
+        self._reserved_bytes = self._stats[_STAT_ARRAY_NAMES.index("reserved_bytes")]
         self._oversize_allocations = Stat()
         self._oversize_segments = Stat()
         self.num_alloc_retries = 0
@@ -642,6 +667,9 @@ class CachingAllocatorModel:
         self._allowed_memory_maximum: int | None = None
         self.set_memory_fraction(self.config.per_process_memory_fraction)
 
+        self._sizes: dict[int, tuple[int, int]] = {}
+        """Request -> (its block size, the size of a new segment for it): pure functions of the request and the
+        config, worked out once per request size (a training step repeats its tensors' sizes)."""
         self._blocks: dict[int, _Block] = {}  # every live block (free, allocated, pending) by address
         self._segments: dict[int, int] = {}  # segment base address -> size
         self._next_large_va = _VA_LARGE_TOP
@@ -668,9 +696,15 @@ class CachingAllocatorModel:
             return 0  # PyTorch hands out nullptr and touches no state
         if self._events:
             self._process_events()
-        size = round_size(nbytes, self.config)
+        sizes = self._sizes.get(nbytes)
+        if sizes is None:
+            if len(self._sizes) >= _SIZES_KEPT:
+                self._sizes.clear()
+            size = round_size(nbytes, self.config)
+            sizes = self._sizes[nbytes] = (size, allocation_size(size, self.config))
+        size = sizes[0]
         pool = self._small if size <= K_SMALL_SIZE else self._large
-        p = _AllocParams(size=size, stream=stream, pool=pool, alloc_size=allocation_size(size, self.config))
+        p = _AllocParams(size=size, stream=stream, pool=pool, alloc_size=sizes[1])
 
         found = self._get_free_block(p)
         if not found:
@@ -697,9 +731,9 @@ class CachingAllocatorModel:
         if block is None or not block.allocated:
             raise ValueError(f"invalid device pointer: {ptr:#x}")
         block.allocated = False
-        for t in block.pool.stat_types:
-            self._allocation[t].decrease(1)
-            self._allocated_bytes[t].decrease(block.size)
+        stats = block.pool.stats
+        _decrease(stats.allocation, 1)
+        _decrease(stats.allocated_bytes, block.size)
         if block.size >= self.config.max_split_size_bytes:
             self._oversize_allocations.decrease(1)
         if block.stream_uses:
@@ -908,9 +942,8 @@ class CachingAllocatorModel:
         block = _Block(p.stream, size, p.pool, ptr)
         self._blocks[ptr] = block
         self._segments[ptr] = size
-        for t in p.pool.stat_types:
-            self._segment[t].increase(1)
-            self._reserved_bytes[t].increase(size)
+        _increase(p.pool.stats.segment, 1)
+        _increase(p.pool.stats.reserved_bytes, size)
         if size >= self.config.max_split_size_bytes:
             self._oversize_segments.increase(1)
         self.num_device_alloc += 1
@@ -930,6 +963,7 @@ class CachingAllocatorModel:
         assert block is not None
         size = p.size
         pool = p.pool
+        stats = pool.stats
         already_split = block.is_split()
         if split_remainder:
             remaining = block
@@ -946,27 +980,23 @@ class CachingAllocatorModel:
             pool.insert(remaining)
             if already_split:
                 # an already-split inactive block shrinks by `size`
-                for t in pool.stat_types:
-                    self._inactive_split_bytes[t].decrease(size)
+                _decrease(stats.inactive_split_bytes, size)
             else:
                 # a new inactive split block appears
-                for t in pool.stat_types:
-                    self._inactive_split_bytes[t].increase(remaining.size)
-                    self._inactive_split[t].increase(1)
+                _increase(stats.inactive_split_bytes, remaining.size)
+                _increase(stats.inactive_split, 1)
         elif already_split:
             # an already-split block becomes active
-            for t in pool.stat_types:
-                self._inactive_split_bytes[t].decrease(block.size)
-                self._inactive_split[t].decrease(1)
+            _decrease(stats.inactive_split_bytes, block.size)
+            _decrease(stats.inactive_split, 1)
 
         block.allocated = True
         block.requested_size = orig_size
-        for t in pool.stat_types:
-            self._allocation[t].increase(1)
-            self._allocated_bytes[t].increase(block.size)
-            self._active[t].increase(1)
-            self._active_bytes[t].increase(block.size)
-            self._requested_bytes[t].increase(orig_size)
+        _increase(stats.allocation, 1)
+        _increase(stats.allocated_bytes, block.size)
+        _increase(stats.active, 1)
+        _increase(stats.active_bytes, block.size)
+        _increase(stats.requested_bytes, orig_size)
         if block.size >= self.config.max_split_size_bytes:
             self._oversize_allocations.increase(1)
         return block.ptr
@@ -988,18 +1018,18 @@ class CachingAllocatorModel:
         if block.is_split():
             net_blocks += 1
             net_bytes += block.size
-        for t in pool.stat_types:
-            if net_blocks > 0:
-                self._inactive_split[t].increase(net_blocks)
-            elif net_blocks < 0:
-                self._inactive_split[t].decrease(-net_blocks)
-            if net_bytes > 0:
-                self._inactive_split_bytes[t].increase(net_bytes)
-            elif net_bytes < 0:
-                self._inactive_split_bytes[t].decrease(-net_bytes)
-            self._active[t].decrease(1)
-            self._active_bytes[t].decrease(original_size)
-            self._requested_bytes[t].decrease(requested_size)
+        stats = pool.stats
+        if net_blocks > 0:
+            _increase(stats.inactive_split, net_blocks)
+        elif net_blocks < 0:
+            _decrease(stats.inactive_split, -net_blocks)
+        if net_bytes > 0:
+            _increase(stats.inactive_split_bytes, net_bytes)
+        elif net_bytes < 0:
+            _decrease(stats.inactive_split_bytes, -net_bytes)
+        _decrease(stats.active, 1)
+        _decrease(stats.active_bytes, original_size)
+        _decrease(stats.requested_bytes, requested_size)
 
     def _try_merge_blocks(self, dst: _Block, src: _Block | None, pool: _BlockPool) -> int:
         """Absorb a free neighbour; returns its size or 0. DeviceCachingAllocator::try_merge_blocks."""
@@ -1069,9 +1099,8 @@ class CachingAllocatorModel:
         self.num_device_free += 1
         self._total_allocated_memory -= block.size
         pool = block.pool
-        for t in pool.stat_types:
-            self._segment[t].decrease(1)
-            self._reserved_bytes[t].decrease(block.size)
+        _decrease(pool.stats.segment, 1)
+        _decrease(pool.stats.reserved_bytes, block.size)
         if block.size >= self.config.max_split_size_bytes:
             self._oversize_segments.decrease(1)
         pool.erase(block)

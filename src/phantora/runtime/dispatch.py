@@ -83,7 +83,7 @@ from phantora.runtime.cuda_checks import check_like_cuda
 from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import CostedOp, Session
-from phantora.runtime.shadows import shadows
+from phantora.runtime.shadows import makes_known_values, shadows
 
 aten = torch.ops.aten
 _FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -198,6 +198,31 @@ _CUBLAS_OPS = frozenset(getattr(torch.ops.aten, name.split(".", 1)[1]) for name 
 (runtime/memory_tracker.py Note [cuBLAS workspaces])."""
 
 
+class OpTraits:
+    """What the recorder asks of an op on every call, worked out once per op (an `OpOverload` hashes in Python:
+    asking each question of the op itself cost more than the answers)."""
+
+    __slots__ = ("name", "no_kernel", "allocates", "resizes", "cublas", "mutable", "makes_known_values")
+
+    def __init__(self, func: torch._ops.OpOverload) -> None:
+        self.name = str(func)
+        self.no_kernel = launches_no_kernel(func)
+        self.allocates = func in _ALLOCATIONS
+        self.resizes = resizes_outputs(func)
+        self.cublas = func.overloadpacket in _CUBLAS_OPS
+        self.mutable = func._schema.is_mutable
+        self.makes_known_values = makes_known_values(func)
+
+
+_traits: dict[Any, OpTraits] = {}
+
+
+def op_traits(func: torch._ops.OpOverload) -> OpTraits:
+    traits = _traits.get(func)
+    if traits is None:
+        traits = _traits[func] = OpTraits(func)
+    return traits
+
 
 def issued_by_engine(node: Any) -> bool:
     """Whether the autograd engine itself issues the op running now (`node`: the autograd node running,
@@ -217,9 +242,6 @@ class KernelRecorder:
         self.unwaited = None
         """distributed.UnwaitedResults once the collectives backend is installed."""
 
-    def suppressed(self) -> bool:
-        return self._local.suppress > 0
-
     def suppress(self) -> "_Suppress":
         """Ops run inside this context are bookkeeping (e.g. shape inference), not GPU kernels."""
         return _Suppress(self._local)
@@ -231,9 +253,15 @@ class KernelRecorder:
                cached: CachedOp | None = None) -> None:
         """`cached`: the op's entry in the dispatch cache, which keeps what follows from its metadata alone
         (dispatch_cache.py Note [Replaying FakeTensorMode's cache])."""
-        if self.suppressed():
+        if self._local.suppress:
             return
-        outputs = [o for o in _leaves(out) if isinstance(o, FakeTensor)]
+        if cached is None:
+            traits = op_traits(func)
+        else:
+            traits = cached.traits
+            if traits is None:
+                traits = cached.traits = op_traits(func)
+        outputs = [out] if type(out) is FakeTensor else [o for o in _leaves(out) if isinstance(o, FakeTensor)]
         device = _fake_cuda_index(outputs)
         flat = None
         if device is None:
@@ -241,25 +269,24 @@ class KernelRecorder:
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
-        stream_id = self.current_stream_id(device)
-        resized = resizes_outputs(func)
+        stream_id = self._current_stream(device)
         for o in outputs:
             if o.fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
-                self.memory.track_new_storage(o, stream_id, resized)
+                self.memory.track_new_storage(o, stream_id, traits.resizes)
         node = torch._C._current_autograd_node()
-        backward = self._in_backward(node)
-        if func.overloadpacket in _CUBLAS_OPS:
+        backward = node is not None and self._in_backward(node)
+        if traits.cublas:
             self.cublas_workspace(node, device, stream_id)
-        if launches_no_kernel(func):
-            self.session.host_only_op(_name(func), allocates=func in _ALLOCATIONS)
+        if traits.no_kernel:
+            self.session.host_only_op(traits.name, allocates=traits.allocates)
             return
-        shadowed = shadows.applies(func)
+        shadowed = traits.makes_known_values or bool(shadows)  # whether the op could run on shadows
         if self.unwaited or shadowed:
             if flat is None:
                 flat = _leaves((args, kwargs))
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
             propagated = shadowed and shadows.propagate(func, args, kwargs, inputs, out)
-            self.before_kernel(inputs, written=inputs if func._schema.is_mutable and not propagated else ())
+            self.before_kernel(inputs, written=inputs if traits.mutable and not propagated else ())
         self.session.launch_costed(self._cost(func, args, kwargs, outputs, cached), (device, stream_id),
                                    backward=backward)
 
@@ -616,8 +643,9 @@ class HybridMode(TorchDispatchMode):
             return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
     def _factory(self, func, args: tuple, kwargs: dict) -> Any:
-        """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL)."""
-        size = args[0] if args and isinstance(args[0], (list, tuple)) else None
+        """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL). Where its size is not in its
+        arguments, the fake run tells it."""
+        size = _factory_size(func, args, kwargs)
         if size is not None and all(isinstance(d, int) for d in size) and _numel(size) < LARGE_HOST_FACTORY_NUMEL:
             return func(*args, **kwargs)
         with self.recorder.suppress():
@@ -625,6 +653,26 @@ class HybridMode(TorchDispatchMode):
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
             return out
         return func(*args, **kwargs)
+
+
+def _factory_size(func, args: tuple, kwargs: dict) -> list | tuple | None:
+    """The size a factory's result will have: its first argument if that is a list, else its `size` argument
+    (`randint(low, high, size)`, which a data loader calls for every sample), None if neither."""
+    if args and isinstance(args[0], (list, tuple)):
+        return args[0]
+    index = _size_index(func)
+    if index is None:
+        return None
+    size = args[index] if index < len(args) else kwargs.get("size")
+    return size if isinstance(size, (list, tuple)) else None
+
+
+@functools.cache
+def _size_index(func) -> int | None:
+    """Where a factory's `size` argument is in its schema, None if it has none."""
+    schema = getattr(func, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    return names.index("size") if "size" in names else None
 
 
 def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
@@ -670,12 +718,6 @@ def _collect(value: Any, found: list) -> None:
             _collect(v, found)
     else:
         found.extend(tree_flatten(value)[0])
-
-
-@functools.cache
-def _name(func: Any) -> str:
-    """`str(func)`, once per op."""
-    return str(func)
 
 
 def _numel(size) -> int:

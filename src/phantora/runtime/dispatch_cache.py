@@ -85,6 +85,7 @@ MAX_ENTRIES = 1 << 16
 """Keys kept before the cache starts over (a program whose shapes never repeat must not grow it forever)."""
 
 _strided = torch.strided
+_META = torch.device("meta")
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
 _get_dispatch_mode = torch._C._get_dispatch_mode
 _PROXY = torch._C._TorchDispatchModeKey.PROXY
@@ -123,7 +124,7 @@ class CachedOp:
     """What one key's first call left: FakeTensorMode's cache entry (or one made the same way for a list of new
     tensors), and the op's costs once worked out (`Session.cost`: the recorder keeps them here)."""
 
-    __slots__ = ("entry", "returns_list", "keyed_by_values", "costed")
+    __slots__ = ("entry", "returns_list", "keyed_by_values", "costed", "traits")
 
     def __init__(self, entry: _DispatchCacheValidEntry, returns_list: bool = False) -> None:
         self.entry = entry
@@ -132,6 +133,8 @@ class CachedOp:
         """Whether the key holds every argument's value, so the op's costs may be kept here (Note [Optimizer
         steps]: not for ops keyed by their floats' types)."""
         self.costed = None
+        self.traits = None
+        """What the recorder asks of the op itself (dispatch.OpTraits), once it recorded it."""
 
 
 class DispatchCache:
@@ -273,7 +276,7 @@ class DispatchCache:
             return info.constant_value if info.view_idx is None else None
         with torch._C._DisableTorchDispatch():
             empty = torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype, layout=meta.layout,
-                                        device="meta", requires_grad=meta.requires_grad)
+                                        device=_META, requires_grad=meta.requires_grad)
             if meta.is_conj:
                 torch._C._set_conj(empty, True)
             if meta.is_neg:

@@ -38,6 +38,14 @@ from phantora.models.memory import SimulatedOutOfMemoryError, cublas_workspace_b
 from phantora.runtime.session import Session
 
 
+class _StorageRef(weakref.ref):
+    """A weak reference to a tracked storage that knows the storage's key (its StorageImpl address), for the
+    callback that queues its free when the storage dies. Lighter than `weakref.finalize`, which each new
+    tensor of the program paid for."""
+
+    __slots__ = ("key",)
+
+
 class MemoryTracker:
     """Maps live fake CUDA storages to allocator-model blocks."""
 
@@ -48,7 +56,11 @@ class MemoryTracker:
         self._emptied: dict[int, int] = {}
         """storage address -> device, for tracked storages that `resize_(0)` left without a block
         (FSDP's freed unsharded parameters): still CUDA storages, to re-allocate on `resize_(n)`."""
-        self._pending_frees: list[int] = []
+        self._refs: dict[int, _StorageRef] = {}
+        """storage address -> the weak reference that reports its death, for every tracked storage alive
+        (`_live` or `_emptied`), until its free is drained."""
+        self._pending_frees: list[_StorageRef] = []
+        """References to tracked storages that died, in the order they died."""
         self._workspaces: dict[tuple, tuple[int, int]] = {}
         """(issuing thread, device, stream) -> (device, allocator handle) of cuBLAS workspaces."""
         self.new_storage_listeners: list = []
@@ -56,13 +68,16 @@ class MemoryTracker:
         (a new storage may reuse a dead one's address)."""
 
     def _sample(self, device: int) -> None:
-        allocator = self._session.allocators[device]
-        self._session.memory_samples.append((self._session.now_ns(), device, allocator.allocated_bytes, allocator.reserved_bytes))
+        session = self._session
+        allocator = session.allocators[device]
+        session.memory_samples.append((session.now_ns(), device, allocator.allocated_bytes, allocator.reserved_bytes))
 
     def track_new_storage(self, tensor: torch.Tensor, stream_id: int, resized: bool = False) -> None:
         """Allocate a block for `tensor`'s storage if this storage is new; `resized`: the op may have
-        grown an existing storage (`Tensor.resize_`, an `out=` argument), see Note [Fake storage sizes]."""
-        self.drain_frees()  # first: a dead storage's address may already be reused
+        grown an existing storage (`Tensor.resize_`, an `out=` argument), see Note [Fake storage sizes].
+        `tensor`: a fake CUDA tensor, outside a fake kernel."""
+        if self._pending_frees:
+            self.drain_frees()  # first: a dead storage's address may already be reused
         storage = tensor.untyped_storage()
         key = storage._cdata
         entry = self._live.get(key)
@@ -76,14 +91,15 @@ class MemoryTracker:
             return
         for listener in self.new_storage_listeners:
             listener(key)
-        device = tensor.device.index or 0
-        allocator = self._session.allocators[device]
+        device = tensor.fake_device.index or 0
+        nbytes = storage.nbytes()
         try:
-            handle = allocator.malloc(storage.nbytes(), stream_id)
+            handle = self._session.allocators[device].malloc(nbytes, stream_id)
         except SimulatedOutOfMemoryError as error:
             raise torch.cuda.OutOfMemoryError(str(error)) from None
-        self._live[key] = (device, handle, storage.nbytes())
-        weakref.finalize(storage, self._pending_frees.append, key)
+        self._live[key] = (device, handle, nbytes)
+        ref = self._refs[key] = _StorageRef(storage, self._pending_frees.append)
+        ref.key = key
         self._sample(device)
 
     def cublas_workspace(self, thread: object, device: int, stream_id: int) -> None:
@@ -167,7 +183,8 @@ class MemoryTracker:
     def drain_frees(self) -> None:
         pending = self._pending_frees
         while pending:
-            key = pending.pop(0)
+            key = pending.pop(0).key
+            del self._refs[key]
             self._emptied.pop(key, None)
             entry = self._live.pop(key, None)
             if entry is not None:

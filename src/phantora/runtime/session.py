@@ -124,7 +124,8 @@ class Session:
         self.memory_samples = MemorySamples()
         """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change, in bounded
         memory (runtime/memory_samples.py Note [Bounded memory samples])."""
-        self._streams_used: set[StreamKey] = set()
+        self._stream_ids: dict[StreamKey, int] = {}
+        """Each stream used and its coordinator id (`stream_id`)."""
         self._warned: set[str] = set()
         self._contention_ns = 0
         """Host time still owed to other threads of the program (`thread_steal_ns`)."""
@@ -196,8 +197,10 @@ class Session:
     # -- kernels -----------------------------------------------------------------------------
     def stream_id(self, stream: StreamKey) -> int:
         """The coordinator's id of a (device, stream) of this process."""
-        self._streams_used.add(stream)
-        return encode_stream(*stream)
+        stream_id = self._stream_ids.get(stream)
+        if stream_id is None:
+            stream_id = self._stream_ids[stream] = encode_stream(*stream)
+        return stream_id
 
     def launch_kernel(self, op: OpCall, stream: StreamKey, *, backward: bool = False) -> None:
         """Cost `op`, charge the host its launch overhead, and launch the kernel on `stream`;
@@ -239,7 +242,11 @@ class Session:
         with self.lock:
             if charge_host:
                 host_ns = costed.engine_host_ns if backward else costed.host_ns
-                self._charge(self._with_contention(host_ns) + self._gemm_select_ns(costed))
+                if self._contention_ns:
+                    host_ns = self._with_contention(host_ns)
+                if costed.gemm_problem is not None:
+                    host_ns += self._gemm_select_ns(costed)
+                self._charge(host_ns)
             if self.graph_capture is not None and self.graph_capture.capture(costed, stream):
                 return
             self.link.kernel(self.stream_id(stream), estimate.duration_ns, costed.op.name, flops=estimate.flops,
@@ -327,10 +334,10 @@ class Session:
     # -- synchronisation ---------------------------------------------------------------------
     def synchronize_device(self, device: int) -> None:
         with self.lock:
-            if all(key[0] == device for key in self._streams_used):
+            if all(key[0] == device for key in self._stream_ids):
                 self.link.sync("device")  # the usual case: the rank's work is all on this device
             else:  # the coordinator sees one device per rank: wait for this device's streams one by one
-                for key in sorted(k for k in self._streams_used if k[0] == device):
+                for key in sorted(k for k in self._stream_ids if k[0] == device):
                     self.link.sync("stream", stream_id=encode_stream(*key))
             self._charge(self.host.sync_ns())
             self.allocators[device].synchronize()

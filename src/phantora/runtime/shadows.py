@@ -154,6 +154,18 @@ class Shadows:
                 everyone = functools.partial(_view_of_everyone, everyone, view, _view(t))
         return values, everyone
 
+    def _is_known(self, t: torch.Tensor) -> bool:
+        """`self._known(t) is not None`, without computing the values of a view inside the view written."""
+        entry = self._by_storage.get(t.untyped_storage()._cdata)
+        if entry is None:
+            return False
+        view, values, _ = entry
+        target = _view(t)
+        if view == target:
+            return True
+        numel = _numel_of(view) if isinstance(values, Pending) else values.numel()
+        return _offset_inside(view, numel, target) is not None
+
     def lookup(self, t: torch.Tensor, *, synced: bool = True) -> torch.Tensor | None:
         """The real values of fake `t`, if known. `synced`: the host has waited for the GPU work that wrote
         `t`, so values other ranks supply can be read (module Note); otherwise those read as unknown."""
@@ -177,10 +189,6 @@ class Shadows:
     def set(self, t: torch.Tensor, values: torch.Tensor, *, everyone: Everyone | None = None) -> None:
         """`t` holds `values` on this rank (and `everyone(r)` on rank r, if given)."""
         self._by_storage[t.untyped_storage()._cdata] = (_view(t), values, everyone)
-
-    def applies(self, func) -> bool:
-        """Whether `func` could run on shadows: some values are known, or it makes known values from nothing."""
-        return bool(self._by_storage) or _makes_known_values(func)
 
     def _real_inputs(self, func, flat: list) -> tuple[list, list] | None:
         """The op's flattened arguments with each fake tensor replaced by its values (or `Pending` values), and
@@ -224,9 +232,10 @@ class Shadows:
     def propagate(self, func, args: tuple, kwargs: dict, tensors: list, out) -> bool:
         """Run `func` for real if every fake tensor input has a shadow; shadow its results. `tensors`: the
         op's tensor arguments. Returns whether it did (then the op's written inputs keep valid shadows)."""
-        if func.overloadpacket not in SHAPE_FACTORIES and any(
-                isinstance(t, FakeTensor) and self._known(t) is None for t in tensors):
-            return False  # the usual answer, without flattening the arguments
+        if func.overloadpacket not in SHAPE_FACTORIES:
+            for t in tensors:
+                if isinstance(t, FakeTensor) and not self._is_known(t):
+                    return False  # the usual answer, without flattening the arguments
         flat, spec = tree_flatten((args, kwargs))
         inputs = self._real_inputs(func, flat)
         if inputs is None:
@@ -287,8 +296,9 @@ class Shadows:
 
 
 @functools.cache
-def _makes_known_values(func) -> bool:
-    """A factory whose values its arguments, or its input's shape, decide."""
+def makes_known_values(func) -> bool:
+    """A factory whose values its arguments, or its input's shape, decide: with no shadow anywhere (`not shadows`),
+    the only ops that could run on shadows."""
     return func.overloadpacket in FACTORIES or func.overloadpacket in SHAPE_FACTORIES
 
 

@@ -465,3 +465,22 @@ def test_cublas_workspace_follows_pytorchs_default_and_config():
     assert cublas_workspace_bytes((9, 0), ":16:8") == 128 * 2**10
     assert cublas_workspace_bytes((8, 0), ":4096:8:16:8") == 32 * 2**20 + 128 * 2**10
     assert cublas_workspace_bytes((9, 0), "nonsense") == 32 * 2**20
+
+
+def test_peaks_after_a_reset_and_the_run_peak():
+    """`reset_peak_memory_stats` lowers each peak to the current value; the run's peak (the summary's) keeps the
+    most ever allocated; the pools' peaks move with the aggregate's."""
+    m = small_device()
+    big = m.malloc(40 * MiB)
+    m.free(big)
+    m.reset_peak_stats()
+    small = m.malloc(4 * MiB)
+    stats = m.memory_stats()
+    assert m.peak_allocated_bytes == stats["allocated_bytes.large_pool.peak"] == 4 * MiB
+    assert m.run_peak_allocated_bytes == 40 * MiB
+    assert stats["allocation.all.peak"] == stats["allocation.large_pool.peak"] == 1
+    assert stats["allocation.small_pool.peak"] == 0
+    m.free(small)
+    m.malloc(64 * MiB)
+    assert m.peak_allocated_bytes == m.run_peak_allocated_bytes == 64 * MiB
+    assert m.memory_stats()["allocated_bytes.all.allocated"] == 108 * MiB  # every allocation counted, resets or not

@@ -4,7 +4,7 @@ import torch
 
 from phantora.models.ops import TensorMeta
 from phantora.runtime.rank_result import downsample_memory
-from phantora.runtime.dispatch import launches_no_kernel, make_op_call
+from phantora.runtime.dispatch import _factory_size, launches_no_kernel, make_op_call
 from phantora.runtime.handlers import ALL_TRUE_ATTR, placeholder_scalar
 
 aten = torch.ops.aten
@@ -66,3 +66,12 @@ def test_gemm_operands_of_two_dtypes_fail_as_on_a_gpu():
         else:
             raise AssertionError(f"{func} accepted two dtypes")
     check_like_cuda(aten.mm.default, (bf16, bf16))
+
+
+def test_a_host_factory_s_size_is_read_from_its_arguments():
+    """A small host factory runs for real at once, without a fake run to learn its size: `randint(low, high, size)`,
+    which a data loader calls per sample, names its size third."""
+    assert _factory_size(aten.randint.low_generator, (0, 50, [1025]), {"generator": None}) == [1025]
+    assert _factory_size(aten.randint.low, (0, 50), {"size": (2, 3)}) == (2, 3)
+    assert _factory_size(aten.zeros.default, ([4, 4],), {}) == [4, 4]
+    assert _factory_size(aten.arange.default, (10,), {}) is None  # its size follows from its values

@@ -92,3 +92,16 @@ def test_resize_of_an_untracked_storage_is_ignored(tracker):
     cpu.untyped_storage().resize_(128)
     assert cpu.untyped_storage().nbytes() == 128
     assert _allocated(tracker) == 0
+
+
+def test_a_storage_that_dies_emptied_is_forgotten(tracker):
+    """A storage FSDP left empty (`resize_(0)`) and then dropped: nothing of it stays tracked, so a new storage at its
+    address starts afresh."""
+    with FakeTensorMode():
+        unsharded = torch.empty(MIB, dtype=torch.bfloat16)
+    tracker.track_new_storage(unsharded, 0)
+    unsharded.untyped_storage().resize_(0)
+    assert tracker.device_of(unsharded.untyped_storage()) == 0 and _allocated(tracker) == 0
+    del unsharded
+    tracker.drain_frees()
+    assert not tracker._emptied and not tracker._live and not tracker._pending_frees

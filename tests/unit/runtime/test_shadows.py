@@ -6,7 +6,7 @@ import functools
 import torch
 
 from phantora.runtime.routing import random_counts
-from phantora.runtime.shadows import _inside, _received, _view
+from phantora.runtime.shadows import Pending, Shadows, _inside, _received, _view
 
 
 def test_random_counts_repeat_per_draw_and_rank_and_fluctuate_like_uniform_routing():
@@ -51,3 +51,19 @@ def test_a_view_reaching_outside_the_known_write_or_of_another_dtype_has_no_valu
     assert _inside(view, values, _view(torch.empty(8).as_strided((2,), (1,), 5))) is None
     assert _inside(view, values, _view(torch.empty(8, dtype=torch.int32).as_strided((1,), (1,), 3))) is None
     assert _inside(view, values, _view(torch.empty(8).as_strided((2,), (1,), 4))).tolist() == [2.0, 3.0]
+
+
+def test_the_cheap_check_of_known_values_agrees_with_the_values():
+    """`Shadows._is_known`, which the recorder asks before every kernel while some values are known, answers as
+    `_known` does, for values written and for values other ranks will supply (`Pending`)."""
+    for pending in (False, True):
+        known = Shadows()
+        storage = torch.empty(12)
+        written = storage[2:6]
+        if pending:
+            known.set_pending(written, Pending(lambda: torch.arange(4.0)))
+        else:
+            known.set(written, torch.arange(4.0))
+        for t in (written, storage[3:5], storage[0:3], storage[5:8], storage[2:6].view(2, 2), storage[2:6:2],
+                  storage.view(torch.int32)[3:4], torch.empty(4)):
+            assert known._is_known(t) == (known._known(t) is not None), (pending, t.shape, t.storage_offset())
