@@ -44,3 +44,12 @@ def test_a_cuda_graph_replay_costs_one_launch(phantora):
     seen = run.tagged_json("GRAPH")
     assert seen["kernels"] == 40 and seen["shape"] == [64, 64] and not seen["capturing"]
     assert seen["replay_us"] < 0.5 * seen["eager_us"]  # 40 small kernels: the host's launches dominate eagerly
+
+
+def test_blocks_compiled_one_by_one_take_inputs_that_require_grad(phantora):
+    """A compiled region whose input is a non-leaf that requires grad: Dynamo's fake copy of it stays Dynamo's
+    (runtime/dispatch.py Note [Foreign fake modes]), and the regions run as Inductor's kernels."""
+    run = phantora(str(SCRIPTS / "compile_blocks.py"))
+    assert run.code == 0, run.stderr
+    assert run.tagged_json("BLOCKS") == {"grad": [512, 128]}
+    assert run.summary["compile"]["regions"] >= 1 and run.summary["compile"]["eager_regions"] == {}

@@ -56,7 +56,10 @@ cache miss, builds fake tensors of the *global* shapes (`OpSchema.gen_fake_args`
 with a CUDA device) and runs the op on them. On a GPU nothing is allocated or launched. `HybridMode`
 sits above any fake mode on the mode stack, so it sees those ops first; while a fake mode other
 than ours is active it hands them straight to it, unrecorded. Recording them once cost an 8B model
-under FSDP2 tens of GiB of phantom memory per optimizer op and a simulated OOM.
+under FSDP2 tens of GiB of phantom memory per optimizer op and a simulated OOM. An op on another fake mode's
+tensors while that mode is not on the stack goes to that mode too: Dynamo, making its fake copy of a compiled
+region's non-leaf input, runs an autograd op on the copy outside its mode (MetaConverter's `DelayedError`), and
+the result must stay Dynamo's.
 """
 
 from __future__ import annotations
@@ -534,18 +537,22 @@ class HybridMode(TorchDispatchMode):
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
         flat = _leaves((args, kwargs))
-        subclasses, has_fake, has_foreign = [], False, False
+        subclasses, has_fake, has_foreign, other_mode = [], False, False, None
+        own = self.fake_mode
         for a in flat:
             if isinstance(a, torch.Tensor):
                 kind = type(a)
-                if kind is FakeTensor:
+                if kind is FakeTensor or (isinstance(a, FakeTensor) and not _has_own_dispatch(kind)):
                     has_fake = True
+                    if a.fake_mode is not own:
+                        other_mode = a.fake_mode
                 elif _has_own_dispatch(kind):
                     subclasses.append(kind)
-                elif isinstance(a, FakeTensor):
-                    has_fake = True
                 elif not has_foreign:
                     has_foreign = _is_foreign(a)
+        if other_mode is not None:  # another fake mode's tensors, its mode not on the stack
+            with other_mode:
+                return func(*args, **kwargs)  # Note [Foreign fake modes]
         if subclasses:
             if all(_is_async_collective(cls) for cls in subclasses):
                 self.session.async_collective_op(*_async_collective_work(func, args, kwargs))
