@@ -439,6 +439,8 @@ class _NodeLauncher(_Launcher):
         self.signals = _SignalCatcher()
         self.master_port = job["master_port"]
         self._store = None
+        self.job_id = ""
+        self.guardian = None
         self.store, self.node, self.job = store, node, job
         spec = config.rendezvous
         self.coordinator_address = f"{spec.host}:{job['coordinator_port']}"
@@ -483,7 +485,7 @@ class _NodeLauncher(_Launcher):
         was_subreaper = set_child_subreaper(True)
         self._beat.start()
         lost: str | None = None
-        with self.signals:
+        with self.signals, self._guardian():
             try:
                 self._spawn_all()
                 lost = self._supervise_node()
