@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import SCRIPTS
+from process_tree import alive, descendants
 from phantora.cli.processes import end_leftovers, own_start_ticks, process_table, set_child_subreaper
 
 
@@ -189,35 +190,19 @@ def test_the_launcher_killed_leaves_nothing(tmp_path, script, start_launcher, ma
                               script, "--hang-rank", "0", "--leave-children", marker)
     try:
         assert settled_count(marker, 6, timeout_s=60) == 6
-        job = _descendants(launcher.pid)
+        job = descendants(launcher.pid)
         assert len(job) >= 2 + 6, job  # the ranks and their children (and the guardian)
         launcher.kill()
         launcher.communicate(timeout=30)
         deadline = time.monotonic() + 15
-        while (alive := _alive(job)) and time.monotonic() < deadline:
+        while (left := alive(job)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not alive, f"processes outlived the killed launcher: {alive}"
+        assert not left, f"processes outlived the killed launcher: {left}"
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.communicate(timeout=30)
     assert_nothing_left(marker)
-
-
-def _descendants(pid: int) -> set[int]:
-    table = process_table()
-    found, todo = set(), [pid]
-    while todo:
-        parent = todo.pop()
-        children = [p.pid for p in table.values() if p.ppid == parent and not p.zombie]
-        found.update(children)
-        todo.extend(children)
-    return found | {p.pid for p in table.values() if p.pgid in found and not p.zombie}
-
-
-def _alive(pids: set[int]) -> set[int]:
-    table = process_table()
-    return {pid for pid in pids if pid in table and not table[pid].zombie}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="needs Linux's PR_SET_CHILD_SUBREAPER")

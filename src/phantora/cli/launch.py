@@ -66,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TextIO
 
+from phantora.cli.fork_server import ForkedRank, ForkServer, ForkServerError, fork_server_enabled
 from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
 from phantora.cli.output import OutputConfig, OutputPump
 from phantora.cli.processes import (JOB_ENV_VAR, Guardian, end_leftovers, new_job_id, own_start_ticks,
@@ -325,7 +326,7 @@ RANKS_CHOICES = ("auto", "all")
 class _Rank:
     rank: int
     local_rank: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedRank
     started_s: float = field(default_factory=time.monotonic)
     """time.monotonic() when its process started (the hang watchdog's start-up rule)."""
     exit_code: int | None = None
@@ -399,7 +400,8 @@ class _SignalCatcher:
 # --- the launcher ----------------------------------------------------------------------------------
 class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO,
-                 symmetry: RankSymmetry, used_groups: list[UsedGroup]) -> None:
+                 symmetry: RankSymmetry, used_groups: list[UsedGroup], *, forks: ForkServer | None = None,
+                 job_id: str | None = None) -> None:
         self.config = config
         self.world_size = config.world_size
         self.symmetry = symmetry
@@ -422,7 +424,11 @@ class _Launcher:
         self._store = None
         """With mirrors, the launcher hosts the c10d store, as torchrun's agent does: rank 0's would wait for
         every rank of the world to connect."""
-        self.job_id = ""
+        self._owns_forks = forks is None
+        self.forks = _fork_server() if forks is None else forks
+        """Where rank processes are forked from (cli/fork_server.py); shared by the runs of one launch."""
+        self.job_id = job_id or new_job_id()
+        """Marks every process of the job (cli/processes.py Note [When the launcher itself is killed])."""
         self.guardian: Guardian | None = None
         self.refined: RankSymmetry | None = None
         """Set when the run stopped to start again with a finer folding (`_refined_symmetry`)."""
@@ -468,8 +474,7 @@ class _Launcher:
 
     def _guardian(self) -> Guardian:
         """The process that ends the job should this launcher be killed (Note [When the launcher itself is killed]
-        in cli/processes.py); its id marks every process of the job."""
-        self.job_id = new_job_id()
+        in cli/processes.py)."""
         self.guardian = Guardian(self.job_id)
         return self.guardian
 
@@ -479,6 +484,8 @@ class _Launcher:
         if any(r.exit_code is None for r in self.ranks):
             self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
         self._end_leftovers(since_ticks)  # before draining: a leftover may hold a rank's pipes open
+        if self._owns_forks:
+            self.forks.close()
         if was_subreaper is not None:
             set_child_subreaper(was_subreaper)
 
@@ -495,12 +502,38 @@ class _Launcher:
             env = {**self._rank_env(rank, local_rank), JOB_ENV_VAR: self.job_id,
                    LAUNCHER_PID_ENV_VAR: str(os.getpid())}
             try:
-                proc = subprocess.Popen(argv, env=env, process_group=0,
-                                        stdin=self._rank_stdin(), **self.pump.popen_streams())
+                proc = self._start_rank(argv, env)
             except OSError as error:
                 raise LaunchError(f"cannot start rank {rank} ({argv[0]}): {error}") from None
+            except ForkServerError as error:
+                raise LaunchError(f"cannot start rank {rank}: {error}") from None
             self.ranks.append(_Rank(rank, local_rank, proc))
             self.pump.attach(rank, local_rank, proc)
+
+    def _start_rank(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen | ForkedRank:
+        """The rank's process: forked from the fork server where it runs the runtime's bootstrap and shares the
+        fork server's start-up environment, else started by exec (cli/fork_server.py)."""
+        stdin, streams = self._rank_stdin(), self.pump.popen_streams()
+        entry = len(self.config.rank_entry)
+        if (not self.forks.enabled or self.config.rank_entry != DEFAULT_RANK_ENTRY
+                or not self.forks.can_fork(env)):
+            return subprocess.Popen(argv, env=env, process_group=0, stdin=stdin, **streams)
+        pipes = [os.pipe() if streams[name] == subprocess.PIPE else None for name in ("stdout", "stderr")]
+        null = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else None
+        try:
+            pid = self.forks.spawn(argv[entry:], env, stdin=0 if null is None else null,
+                                   stdout=pipes[0][1] if pipes[0] else 1, stderr=pipes[1][1] if pipes[1] else 2)
+        except BaseException:
+            for pipe in pipes:
+                if pipe:
+                    os.close(pipe[0])
+            raise
+        finally:
+            for fd in [null, *(pipe[1] for pipe in pipes if pipe)]:
+                if fd is not None:
+                    os.close(fd)
+        out, err = (open(pipe[0], "rb", buffering=0) if pipe else None for pipe in pipes)
+        return ForkedRank(pid, out, err)
 
     def _spawned_ranks(self) -> Sequence[int]:
         """The rank processes this launcher starts: every one that runs, unless other launchers start some
@@ -727,7 +760,8 @@ class _Launcher:
 
     def _helpers(self) -> list[int]:
         """The launcher's own child processes, which are not the simulation's leftovers."""
-        return [self.guardian.proc.pid] if self.guardian is not None else []
+        helpers = [self.guardian.proc.pid] if self.guardian is not None else []
+        return helpers + ([self.forks.pid] if self.forks.pid is not None else [])
 
     def _maybe_progress(self) -> None:
         now = time.monotonic()
@@ -859,6 +893,13 @@ def _coordinator_fault(failure: ServerFailure) -> CoordinatorFault:
     return CoordinatorFault(failure.message, time.time() - (time.monotonic() - failure.at_s))
 
 
+def _fork_server() -> ForkServer:
+    try:
+        return ForkServer(fork_server_enabled(os.environ))
+    except ForkServerError as error:
+        raise LaunchError(str(error)) from None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -946,9 +987,14 @@ def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_e
         return launch_node(config, console_out=console_out, console_err=console_err)
     symmetry, used_groups = config.first_symmetry(), []
     (config.out_dir / FOLDING_FILE).unlink(missing_ok=True)  # an earlier run's
-    while True:
-        launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups)
-        code = launcher.run()
-        if launcher.refined is None:
-            return code
-        symmetry = launcher.refined
+    forks, job_id = _fork_server(), new_job_id()  # one for every run of the launch
+    try:
+        while True:
+            launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups,
+                                 forks=forks, job_id=job_id)
+            code = launcher.run()
+            if launcher.refined is None:
+                return code
+            symmetry = launcher.refined
+    finally:
+        forks.close()

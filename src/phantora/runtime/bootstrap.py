@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from phantora.transport.wire import RankStatus
 
 
+RUNTIME_MODULES = ("cuda_api", "distributed", "functional_collectives", "native", "triton_kernels", "clock", "compile",
+                   "dispatch", "extensions", "handlers", "library_probes", "kernels", "modules", "python_costs",
+                   "session", "sdpa", "storage", "host_time", "rank_result")
+"""The runtime's modules a rank imports before its program runs (`install`, `main`): what the fork server
+imports once for every rank (runtime/zygote.py)."""
+
+
 def install(config: RankConfig):
     """Install the fake CUDA device, interception and virtual clock into this process."""
     import torch
