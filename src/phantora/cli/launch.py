@@ -514,14 +514,19 @@ class _Launcher:
         """The rank's process: forked from the fork server where it runs the runtime's bootstrap and shares the
         fork server's start-up environment, else started by exec (cli/fork_server.py)."""
         stdin, streams = self._rank_stdin(), self.pump.popen_streams()
-        entry = len(self.config.rank_entry)
-        if (not self.forks.enabled or self.config.rank_entry != DEFAULT_RANK_ENTRY
-                or not self.forks.can_fork(env)):
+        entry = self.config.rank_entry
+        if not self.forks.enabled or entry != DEFAULT_RANK_ENTRY or not self.forks.can_fork(env):
             return subprocess.Popen(argv, env=env, process_group=0, stdin=stdin, **streams)
-        pipes = [os.pipe() if streams[name] == subprocess.PIPE else None for name in ("stdout", "stderr")]
+        return self._fork_rank(argv[len(entry):], env, stdin, [streams["stdout"], streams["stderr"]])
+
+    def _fork_rank(self, program: list[str], env: dict[str, str], stdin: int | None,
+                   outputs: list[int | None]) -> ForkedRank:
+        """Fork the rank with the descriptors Popen would give it: /dev/null or the launcher's stdin, a pipe per
+        captured output, else the launcher's own."""
+        pipes = [os.pipe() if output == subprocess.PIPE else None for output in outputs]
         null = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else None
         try:
-            pid = self.forks.spawn(argv[entry:], env, stdin=0 if null is None else null,
+            pid = self.forks.spawn(program, env, stdin=0 if null is None else null,
                                    stdout=pipes[0][1] if pipes[0] else 1, stderr=pipes[1][1] if pipes[1] else 2)
         except BaseException:
             for pipe in pipes:
@@ -708,9 +713,9 @@ class _Launcher:
         error = (f"rank {names} made no progress for {hang.timeout_s:g} s (wall clock) while rank {waiting} "
                  "waited for it: hung (its Python stack is in the report)")
         watchdog = self._watchdog_lines(hang.waited)
-        note = "\n".join([*watchdog, f"hung: nothing from it for {hang.timeout_s:g} s of wall-clock time while rank(s) "
-                          f"{waiting} waited at a synchronization; the watchdog aborted it, its Python stack "
-                          "(faulthandler) follows"])
+        note = "\n".join([*watchdog, f"hung: nothing from it for {hang.timeout_s:g} s of wall-clock time while "
+                          f"rank(s) {waiting} waited at a synchronization; the watchdog aborted it, its Python "
+                          "stack (faulthandler) follows"])
         return _Outcome(root=_Culprit(hang.ranks[0], note=note), cutoff_s=time.monotonic(), error=error)
 
     def _watchdog_lines(self, waited: dict[int, float]) -> list[str]:

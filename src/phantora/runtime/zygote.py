@@ -35,7 +35,6 @@ import pickle
 import socket
 import sys
 
-_FD_LIMIT = 1 << 16
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Set for the zygote's own start (cli/fork_server.py), never the ranks'."""
 
@@ -127,7 +126,7 @@ def become_rank(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: 
         os.setpgid(0, 0)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        os.closerange(3, _FD_LIMIT)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         while os.getppid() == middle:  # until the middle process is gone and the launcher adopted this one
             os.sched_yield()
         os.chdir(cwd)

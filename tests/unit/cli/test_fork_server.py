@@ -2,12 +2,13 @@
 
 import pytest
 
-from phantora.cli.fork_server import (PER_RANK, ForkServer, ForkServerError, common_environment, fork_server_enabled,
+from phantora.cli.fork_server import (DEFAULT, PER_RANK, ForkServer, ForkServerError, common_environment, fork_server_enabled,
                                       intra_op_threads)
 
 
 def test_the_switch():
-    assert fork_server_enabled({}) == fork_server_enabled({"PHANTORA_FORK_SERVER": "1"})
+    assert fork_server_enabled({}) == (DEFAULT == "1")
+    assert fork_server_enabled({"PHANTORA_FORK_SERVER": "1"})
     assert not fork_server_enabled({"PHANTORA_FORK_SERVER": "0"})
     with pytest.raises(ForkServerError, match="PHANTORA_FORK_SERVER must be 0 or 1, got 'yes'"):
         fork_server_enabled({"PHANTORA_FORK_SERVER": "yes"})
