@@ -34,6 +34,7 @@ def test_a_forked_rank_observes_what_an_execd_rank_observes(torchrun):
         assert same == {k: v for k, v in execd[rank].items() if k not in (*RANDOM, "forked")}
         assert same["argv"] == [str(SCRIPTS / "process_probe.py"), "a", "--b"] and same["name"] == "__main__"
         assert same["own_group"] and same["parent_is_launcher"] and same["torch_threads"] == 1  # OMP_NUM_THREADS=1
+        assert same["simulated_clock"]  # the program's time.monotonic() is the simulated clock
     for key in RANDOM:
         assert forked[0][key] != forked[1][key], key
 

@@ -22,7 +22,8 @@ imports. Everything a rank can observe must be as if it had been started directl
   descriptors, which the request passes (SCM_RIGHTS): the launcher's pipes, its console or /dev/null;
 - Python: `sys.stdout`/`sys.stderr` buffered as the interpreter would have chosen for those descriptors,
   `sys.path[0]` the working folder (as `python -m`), fresh random seeds (`random` reseeds itself at fork;
-  NumPy's global generator and multiprocessing's authentication key are renewed), then `bootstrap.main()`
+  NumPy's global generator and multiprocessing's authentication key are renewed), the simulated clock
+  (runtime/clock.py gives a process forked from a rank the real one), then `bootstrap.main()`
   with `sys.argv` the program's, so `runpy` runs it as `__main__` as the direct rank does.
 A process with threads cannot fork safely (a lock held by another thread stays held in the child), so the
 zygote refuses to start if importing left any thread running.
@@ -158,6 +159,9 @@ def _fresh_python_state(threads: int) -> None:
     """What a new interpreter would have that the zygote's forks share (Note [A rank forked from the zygote ...])."""
     import torch
 
+    from phantora.runtime import clock
+
+    clock.forked_as_rank()  # the clock module takes every fork for a rank's child (a DataLoader worker)
     torch.set_num_threads(threads)  # the zygote imported torch with one (OpenMP starts its pool in the rank)
     if not sys.stdout.write_through:  # buffered: by lines on a terminal, as the interpreter decides at start-up
         sys.stdout.reconfigure(line_buffering=os.isatty(1))

@@ -7,6 +7,7 @@ import random
 import signal
 import sys
 import threading
+import time
 
 import numpy
 import torch
@@ -24,6 +25,7 @@ print("PROBE " + json.dumps({
     "env": sorted(os.environ), "rank": dist.get_rank(), "cuda": torch.cuda.device_count(),
     "random": random.random(), "numpy": float(numpy.random.random()),
     "authkey": multiprocessing.current_process().authkey.hex(),
+    "simulated_clock": abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) > 1.0,
     "forked": b"phantora.runtime.zygote" in open("/proc/self/cmdline", "rb").read(),
 }), flush=True)
 dist.destroy_process_group()
