@@ -84,7 +84,7 @@ def serve(sock: socket.socket) -> None:
             if threads() != 1:
                 raise RuntimeError(f"the fork server has {threads()} threads: forking it is not safe")
             answer: object = spawn(sock, argv, env, cwd, fds, intra_op)
-        except Exception as error:  # the launcher reports it (it starts the rank directly never: see fork_server)
+        except Exception as error:  # the launcher reports it as why the rank could not start
             answer = f"{type(error).__name__}: {error}"
         finally:
             for fd in fds:
@@ -92,7 +92,7 @@ def serve(sock: socket.socket) -> None:
         sock.send(pickle.dumps(answer))
 
 
-def spawn(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, fds: list[int], threads: int) -> int:
+def spawn(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, fds: list[int], intra_op: int) -> int:
     """Fork the rank through a middle process that exits at once, so the launcher adopts it; its pid."""
     read_pid, write_pid = os.pipe()
     middle = os.fork()
@@ -103,7 +103,7 @@ def spawn(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, f
             rank = os.fork()
             if rank == 0:
                 os.close(write_pid)
-                become_rank(sock, argv, env, cwd, fds, threads, middle_pid)
+                become_rank(sock, argv, env, cwd, fds, intra_op, middle_pid)
             os.write(write_pid, str(rank).encode())
         finally:
             os._exit(0)
@@ -117,10 +117,10 @@ def spawn(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, f
 
 
 def become_rank(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, fds: list[int],
-                threads: int, middle: int) -> None:
+                intra_op: int, middle: int) -> None:
     """In the forked process: become what `Popen([python, -m, bootstrap, *argv], env=env, cwd=cwd,
     process_group=0, stdin/stdout/stderr=fds, close_fds=True)` would have started, with torch's intra-op thread
-    count `threads` (what its environment gives); never returns."""
+    count `intra_op` (what its environment gives) and `middle` the process that forked it; never returns."""
     code = 1
     try:
         sock.close()
@@ -135,7 +135,7 @@ def become_rank(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: 
         os.environ.update({k: v for k, v in env.items() if k not in imported_environment[1]})
         os.environ.update(imported_environment[0])
         sys.path[0] = cwd
-        _fresh_python_state(threads)
+        _fresh_python_state(intra_op)
         from phantora.runtime import bootstrap
 
         sys.argv = [bootstrap.__file__, *argv]
@@ -155,14 +155,14 @@ def become_rank(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: 
         os._exit(code)
 
 
-def _fresh_python_state(threads: int) -> None:
+def _fresh_python_state(intra_op: int) -> None:
     """What a new interpreter would have that the zygote's forks share (Note [A rank forked from the zygote ...])."""
     import torch
 
     from phantora.runtime import clock
 
     clock.forked_as_rank()  # the clock module takes every fork for a rank's child (a DataLoader worker)
-    torch.set_num_threads(threads)  # the zygote imported torch with one (OpenMP starts its pool in the rank)
+    torch.set_num_threads(intra_op)  # the zygote imported torch with one (OpenMP starts its pool in the rank)
     if not sys.stdout.write_through:  # buffered: by lines on a terminal, as the interpreter decides at start-up
         sys.stdout.reconfigure(line_buffering=os.isatty(1))
     numpy = sys.modules.get("numpy")
