@@ -93,8 +93,6 @@ def test_a_rank_killed_mid_step(simulate, marker, sig):
     assert (run.out_dir / "trace.json").stat().st_size > 0
     killed = next(r for r in summary["per_rank"] if r["rank"] == 2)  # as the rank last told the coordinator
     assert killed["reported"] and killed["peak_allocated_gib"] == 3.0 and killed["peak_reserved_gib"] == 4.0
-    finished = [r["rank"] for r in summary["per_rank"] if r["exit_code"] == 0]
-    assert finished == [] or set(finished) <= {0, 1}
     assert_nothing_left(marker)
 
 
