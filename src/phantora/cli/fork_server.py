@@ -7,10 +7,9 @@
 The zygote starts with the first request, in the environment of that rank less its `PER_RANK` variables,
 and takes about as long as one rank took to start; every later rank then costs a fork and the runtime's
 install. Ranks whose environment does not give torch's thread count (OMP_NUM_THREADS, which torchrun sets
-to 1 with several ranks per node) are started by exec (`intra_op_threads`). `PHANTORA_FORK_SERVER=1` turns it
-on (`DEFAULT`); with `0` every rank is started by exec (`python -m phantora.runtime.bootstrap`), as on systems
-other than Linux. What a rank sees
-either way is the same (Note [A rank forked from the zygote is a rank started by exec] in runtime/zygote.py).
+to 1 with several ranks per node) are started by exec (`intra_op_threads`). It is on by default (`DEFAULT`);
+with `PHANTORA_FORK_SERVER=0` every rank is started by exec (`python -m phantora.runtime.bootstrap`), as on
+systems other than Linux. What a rank sees either way is the same (Note [A rank forked from the zygote is a rank started by exec] in runtime/zygote.py).
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from dataclasses import dataclass
 from typing import IO
 
 FORK_SERVER_ENV_VAR = "PHANTORA_FORK_SERVER"
-"""`1`: fork ranks from the fork server; `0` (default until the whole integration suite has run with it on): start
-every rank by exec."""
-DEFAULT = "0"
+"""`1` (default): fork ranks from the fork server; `0`: start every rank by exec."""
+DEFAULT = "1"
 
 PER_RANK = frozenset({
     # torchrun's worker variables (cli/launch.py TorchrunEnv), DeepSpeed's (DeepSpeedEnv)
