@@ -9,7 +9,8 @@ and takes about as long as one rank took to start; every later rank then costs a
 install. Ranks whose environment does not give torch's thread count (OMP_NUM_THREADS, which torchrun sets
 to 1 with several ranks per node) are started by exec (`intra_op_threads`). It is on by default (`DEFAULT`);
 with `PHANTORA_FORK_SERVER=0` every rank is started by exec (`python -m phantora.runtime.bootstrap`), as on
-systems other than Linux. What a rank sees either way is the same (Note [A rank forked from the zygote is a rank started by exec] in runtime/zygote.py).
+systems other than Linux. What a rank sees either way is the same (Note [A rank forked from the zygote is a
+rank started by exec] in runtime/zygote.py).
 """
 
 from __future__ import annotations
