@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import SCRIPTS
+from process_tree import alive, descendants
 from phantora.cli.processes import end_leftovers, own_start_ticks, process_table, set_child_subreaper
 
 
@@ -75,16 +76,23 @@ def test_a_rank_that_raises_mid_collective(simulate, marker):
     assert_nothing_left(marker)
 
 
-def test_a_rank_killed_mid_step(simulate, marker):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_rank_killed_mid_step(simulate, marker, sig):
     started = time.monotonic()
-    run = simulate("torchrun", "--nproc-per-node", "3", args=("--kill-self-rank", "2", "--leave-children", marker))
+    run = simulate("torchrun", "--nproc-per-node", "3",
+                   args=("--kill-self-rank", "2", "--kill-signal", sig.name, "--leave-children", marker))
     assert run.code == 1 and time.monotonic() - started < 30
     root = root_cause(run.err)
-    assert "rank      : 2 (local_rank: 2)" in root and "Signal 9 (SIGKILL) received by PID" in root
-    assert run.err.strip().splitlines()[-1].startswith("phantora: error: rank 2 was killed by signal 9 (SIGKILL)")
+    assert "rank      : 2 (local_rank: 2)" in root and f"Signal {sig.value} ({sig.name}) received by PID" in root
+    if sig == signal.SIGSEGV:  # faulthandler's stack of the crash
+        assert "Fatal Python error: Segmentation fault" in root and "in main" in root, root
+    last = run.err.strip().splitlines()[-1]
+    assert last.startswith(f"phantora: error: rank 2 was killed by signal {sig.value} ({sig.name})")
     summary = run.summary
     assert not summary["complete"] and summary["simulated_time_s"] > 0  # what was placed before the failure
     assert (run.out_dir / "trace.json").stat().st_size > 0
+    killed = next(r for r in summary["per_rank"] if r["rank"] == 2)  # as the rank last told the coordinator
+    assert killed["reported"] and killed["peak_allocated_gib"] == 3.0 and killed["peak_reserved_gib"] == 4.0
     assert_nothing_left(marker)
 
 
@@ -101,6 +109,36 @@ def test_a_rank_that_loops_forever_while_its_peers_wait(simulate, marker):
     last = run.err.strip().splitlines()[-1]
     assert last.startswith("phantora: error: rank 1 made no progress for 2 s (wall clock) while rank 0, 2 waited")
     assert not run.summary["complete"] and (run.out_dir / "trace.json").exists()
+    assert_nothing_left(marker)
+
+
+def test_the_programs_process_group_timeout_bounds_a_hang(simulate, marker):
+    """No --hang-timeout: the watchdog waits as long as NCCL's would, the timeout of the group the peers wait in
+    (`init_process_group(timeout=...)`), and says what NCCL's watchdog says on each waiting rank."""
+    started = time.monotonic()
+    run = simulate("torchrun", "--nproc-per-node", "2",
+                   args=("--spin-rank", "1", "--pg-timeout", "1.5", "--leave-children", marker), hang_timeout_s=None)
+    assert run.code == 1 and time.monotonic() - started < 30
+    root = root_cause(run.err)
+    assert "rank      : 1 (local_rank: 1)" in root and "in spin_forever" in root
+    assert re.search(r"rank 0: \[Rank 0\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=1, "
+                     r"OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout\(ms\)=1500\) ran for 1[5-9]\d\d "
+                     r"milliseconds before timing out\.", root), root
+    assert "[rank0]:[Rank 0] Watchdog caught collective operation timeout" in run.err
+    assert run.err.strip().splitlines()[-1].startswith("phantora: error: rank 1 made no progress for 1.5 s")
+    assert_nothing_left(marker)
+
+
+def test_a_rank_that_hangs_before_it_connects(simulate, marker):
+    started = time.monotonic()
+    run = simulate("torchrun", "--nproc-per-node", "3",
+                   args=("--spin-before-connect-rank", "1", "--leave-children", marker), hang_timeout_s=2.0)
+    assert run.code == 1 and time.monotonic() - started < 30
+    root = root_cause(run.err)
+    assert "rank      : 1 (local_rank: 1)" in root and "hung before it connected" in root
+    assert "in spin_forever" in root, root
+    last = run.err.strip().splitlines()[-1]
+    assert last.startswith("phantora: error: rank 1 did not connect to the coordinator within 2 s"), last
     assert_nothing_left(marker)
 
 
@@ -139,6 +177,29 @@ def test_the_launcher_interrupted(tmp_path, script, start_launcher, marker, sig,
             launcher.communicate(timeout=30)
     assert launcher.returncode == code, err
     assert (out_dir / "summary.json").exists()
+    assert_nothing_left(marker)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs Linux's /proc")
+def test_the_launcher_killed_leaves_nothing(tmp_path, script, start_launcher, marker):
+    """kill -9 of the launcher: its ranks, their children (in the rank's group, after setsid, orphaned) end within
+    seconds (cli/processes.py Note [When the launcher itself is killed])."""
+    launcher = start_launcher("torchrun", "--gpu", "h200", "--out", str(tmp_path / "out"), "--nproc-per-node", "2",
+                              script, "--hang-rank", "0", "--leave-children", marker)
+    try:
+        assert settled_count(marker, 6, timeout_s=60) == 6
+        job = descendants(launcher.pid)
+        assert len(job) >= 2 + 6, job  # the ranks and their children (and the guardian)
+        launcher.kill()
+        launcher.communicate(timeout=30)
+        deadline = time.monotonic() + 15
+        while (left := alive(job)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not left, f"processes outlived the killed launcher: {left}"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate(timeout=30)
     assert_nothing_left(marker)
 
 
@@ -192,10 +253,14 @@ def test_a_pytorch_rank_that_raises_mid_collective(torchrun):
 
 @pytest.mark.slow
 def test_a_pytorch_rank_that_hangs_in_python(torchrun):
+    """The program's own process-group timeout bounds the hang, and the report says what NCCL's watchdog says."""
     script = str(SCRIPTS / "faulty_train.py")
-    run = torchrun(2, "--hang-timeout", "5", script, "--spin-rank", "0", timeout=300)
+    run = torchrun(2, script, "--spin-rank", "0", "--pg-timeout", "5", timeout=300)
     assert run.code == 1, run.stderr
     root = root_cause(run.stderr)
     assert "rank      : 0 (local_rank: 0)" in root and "the watchdog aborted it" in root
-    assert re.search(r'faulty_train.py", line (29|30) in <module>', root), root  # where it spins: the loop
+    assert re.search(r"rank 1: \[Rank 1\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, "
+                     r"OpType=ALLREDUCE, NumelIn=\d+, NumelOut=\d+, Timeout\(ms\)=5000\) ran for \d+ milliseconds "
+                     r"before timing out\.", root), root
+    assert re.search(r'faulty_train.py", line (32|33) in <module>', root), root  # where it spins: the loop
     assert not processes_running(script)

@@ -165,7 +165,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spin-rank", type=int, default=None,
                         help="this rank loops in Python forever after a synchronization (a hang while peers wait)")
     parser.add_argument("--kill-self-rank", type=int, default=None,
-                        help="this rank SIGKILLs itself halfway through its program")
+                        help="this rank kills itself with --kill-signal halfway through its program")
+    parser.add_argument("--kill-signal", default="SIGKILL", help="the signal --kill-self-rank uses")
+    parser.add_argument("--pg-timeout", type=float, default=None,
+                        help="report an all_reduce of a process group with this timeout (s) as the last NCCL call, "
+                             "as the runtime does for init_process_group(timeout=...)")
+    parser.add_argument("--spin-before-connect-rank", type=int, default=None,
+                        help="this rank loops in Python forever before it connects (a hang in its start-up)")
     parser.add_argument("--drop-connection-rank", type=int, default=None,
                         help="this rank closes its connection to the coordinator halfway, then sleeps")
     parser.add_argument("--leave-children", metavar="MARKER", default=None,
@@ -206,6 +212,18 @@ def leave_children(marker: str) -> None:
     subprocess.Popen([sys.executable, "-c", sleep.format("os.setsid(); os.fork() and os._exit(0); "), marker])
 
 
+def rank_status(rank: int, pg_timeout_s: float | None):
+    """What the runtime reports (runtime/bootstrap.py `status_source`): the peaks `write_result` writes, and with a
+    process-group timeout, an all_reduce of that group as the last NCCL call."""
+    from phantora.transport.wire import RankStatus
+
+    peaks = (((rank + 1) << 30, (rank + 2) << 30),)
+    if pg_timeout_s is None:
+        return RankStatus(peaks)
+    work = f"WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={int(pg_timeout_s * 1000)})"
+    return RankStatus(peaks, work, rank, pg_timeout_s)
+
+
 def spin_forever() -> None:
     """A Python loop that never ends (a hang the launcher's watchdog must find)."""
     n = 0
@@ -229,7 +247,10 @@ def main() -> int:
     print(f"rank {rank} stderr line", file=sys.stderr)
     if rank == args.no_connect_rank:
         return 0
+    if rank == args.spin_before_connect_rank:
+        spin_forever()
     client = RankClient.connect(config.coordinator, rank=rank)
+    client.status = lambda: rank_status(rank, args.pg_timeout)
     if args.leave_children:
         leave_children(args.leave_children)
         print(f"rank {rank} started its children", flush=True)
@@ -258,7 +279,7 @@ def main() -> int:
         program = program[:len(program) // 2] + [("sync", "device", 0, 0)]
         replay(client, program, finish=False)
         if rank == args.kill_self_rank:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.Signals[args.kill_signal])
         if rank == args.drop_connection_rank:
             client.close()
             time.sleep(3600)

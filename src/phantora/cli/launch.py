@@ -29,18 +29,25 @@ its failure before it tells any rank, so, reading the server's failure *after* r
 Note: [The hang watchdog]
 A rank stuck in Python (a loop that never ends, a wait on something that never comes) while its
 peers wait for it at a synchronization is no deadlock the coordinator can see: that rank is not
-blocked, it just sends nothing. On a real cluster NCCL's watchdog ends such a job after the process
-group's timeout. Here the launcher watches the server's `activity()`: when some rank has waited for
-a reply for `hang_timeout_s` of wall-clock time and every rank that is neither waiting nor finished
-(nor exited) is connected and has sent nothing for as long, those ranks are hung. A rank still
-starting (not connected yet: importing torch takes minutes when hundreds of ranks share a few
-cores) is never taken for hung, nor is one while a peer it might wait for is still starting. The
-launcher sends the hung ranks SIGABRT: every rank runs with PYTHONFAULTHANDLER=1, so Python's
-faulthandler prints each thread's stack to the rank's stderr before it dies, and that stack is the
-report's traceback. A rank that is merely
-slow keeps sending records (each op it runs is one), so it is never taken for hung; the timeout
-is NCCL's default, 10 minutes, since a program may legitimately compute on its CPU that long while
-its peers wait (a real job would time out as well).
+blocked, it just sends nothing. On a real cluster NCCL's watchdog ends such a job: a rank whose
+NCCL call has not completed after its process group's timeout (`init_process_group(timeout=...)`,
+`new_group(timeout=...)`; 10 minutes by default) reports "[Rank N] Watchdog caught collective
+operation timeout: WorkNCCL(...) ran for T milliseconds before timing out" and takes its process
+down. Here the launcher watches the server's `activity()`: when some rank has waited for a reply
+for its timeout of wall-clock time (that of the group of the last NCCL call it launched, which
+each rank reports in its `RankStatus`; `--hang-timeout` replaces it for every group) and every
+rank that is neither waiting nor finished (nor exited) is connected and has sent nothing for as
+long, those ranks are hung. A rank still starting (not connected yet: importing torch takes
+minutes when hundreds of ranks share a few cores) is not taken for hung while a peer is still
+starting as well; once every other rank has connected, a rank that has not connected within the
+timeout after its process and its last peer's connection started is hung in its start-up (an
+import that never returns, a loop before the runtime is installed). The launcher sends the hung
+ranks SIGABRT: every rank runs with PYTHONFAULTHANDLER=1, so Python's faulthandler prints each
+thread's stack to the rank's stderr before it dies, and that stack is the report's traceback,
+after the watchdog's line of each rank that waited. A rank that is merely slow keeps sending
+records (each op it runs is one), so it is never taken for hung; a program may legitimately
+compute on its CPU for as long as its timeout while its peers wait (a real job would time out as
+well).
 """
 
 from __future__ import annotations
@@ -59,19 +66,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TextIO
 
+from phantora.cli.fork_server import ForkedRank, ForkServer, ForkServerError, fork_server_enabled
 from phantora.cli.failure import CoordinatorFault, RankExit, format_failure_report
 from phantora.cli.output import OutputConfig, OutputPump
-from phantora.cli.processes import end_leftovers, own_start_ticks, set_child_subreaper
+from phantora.cli.processes import (JOB_ENV_VAR, Guardian, end_leftovers, new_job_id, own_start_ticks,
+                                    set_child_subreaper)
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
 from phantora.protocol.symmetry import (BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, UsedGroup,
                                         best_symmetry)
+from phantora.runtime.bootstrap import LAUNCHER_PID_ENV_VAR
 from phantora.reports.summary import ProcessUsage, build_summary, print_summary, write_reports
 from phantora.specs import DeviceProfile
 from phantora.transport.client import TOKEN_ENV_VAR
 from phantora.transport.server import CoordinatorServer, ServerFailure
+from phantora.transport.wire import RankStatus
 
 if TYPE_CHECKING:
     from phantora.cli.multinode import RendezvousSpec
@@ -81,6 +92,9 @@ DEFAULT_RANK_ENTRY: tuple[str, ...] = (sys.executable, "-m", "phantora.runtime.b
 _EXIT_GRACE_S = 2.0
 """How long a failing rank's process gets to exit after the server saw the failure (for its exit code)."""
 _DRAIN_TIMEOUT_S = 2.0
+DEFAULT_HANG_TIMEOUT_S = 600.0
+"""ProcessGroupNCCL's default timeout (torch's `default_pg_nccl_timeout`, 10 min): the hang watchdog's where neither
+the program nor `--hang-timeout` sets one."""
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 """torchrun's default --signals-to-handle."""
 
@@ -239,9 +253,10 @@ class LaunchConfig:
     shutdown_grace_s: float = 30.0
     """After the first failure or a signal: how long ranks get to exit before SIGKILL (torchrun's default)."""
     monitor_interval_s: float = 0.1
-    hang_timeout_s: float = 600.0
+    hang_timeout_s: float | None = None
     """Wall-clock seconds a rank may stay silent while a peer has waited as long for it: then it is hung
-    (Note [The hang watchdog]); NCCL's watchdog default (torch's `_DEFAULT_PG_NCCL_TIMEOUT`, 10 min)."""
+    (Note [The hang watchdog]). None: the timeout of the process group the waiting rank's last NCCL call used,
+    as NCCL's watchdog does (`DEFAULT_HANG_TIMEOUT_S` where the program set none)."""
     progress: bool = False
     """Print a status line on stderr every `progress_interval_s` of wall time."""
     progress_interval_s: float = 5.0
@@ -277,7 +292,7 @@ class LaunchConfig:
             raise ValueError(f"with several nodes, --nproc-per-node ({self.nproc_per_node}) must equal the "
                              f"cluster's GPUs per node ({c.gpus_per_node})")
         if (self.shutdown_grace_s < 0 or self.monitor_interval_s <= 0 or self.progress_interval_s <= 0
-                or self.hang_timeout_s <= 0):
+                or (self.hang_timeout_s is not None and self.hang_timeout_s <= 0)):
             raise ValueError("shutdown grace, monitor and progress intervals and the hang timeout must be positive")
         if self.ranks not in RANKS_CHOICES:
             raise ValueError(f"--ranks must be one of {', '.join(RANKS_CHOICES)}, got {self.ranks!r}")
@@ -311,7 +326,9 @@ RANKS_CHOICES = ("auto", "all")
 class _Rank:
     rank: int
     local_rank: int
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedRank
+    started_s: float = field(default_factory=time.monotonic)
+    """time.monotonic() when its process started (the hang watchdog's start-up rule)."""
     exit_code: int | None = None
     exited_at: float = 0.0
     """time.time() when reaped (for the report)."""
@@ -326,6 +343,18 @@ class _Culprit:
 
     rank: _Rank
     note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Hang:
+    """Ranks the hang watchdog found hung (Note [The hang watchdog])."""
+
+    ranks: list[_Rank]
+    timeout_s: float
+    waited: dict[int, float]
+    """The ranks that waited for them, and for how long (wall-clock seconds)."""
+    starting: bool = False
+    """Hung before they connected to the coordinator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +400,8 @@ class _SignalCatcher:
 # --- the launcher ----------------------------------------------------------------------------------
 class _Launcher:
     def __init__(self, config: LaunchConfig, console_out: TextIO, console_err: TextIO,
-                 symmetry: RankSymmetry, used_groups: list[UsedGroup]) -> None:
+                 symmetry: RankSymmetry, used_groups: list[UsedGroup], *, forks: ForkServer | None = None,
+                 job_id: str | None = None) -> None:
         self.config = config
         self.world_size = config.world_size
         self.symmetry = symmetry
@@ -394,6 +424,12 @@ class _Launcher:
         self._store = None
         """With mirrors, the launcher hosts the c10d store, as torchrun's agent does: rank 0's would wait for
         every rank of the world to connect."""
+        self._owns_forks = forks is None
+        self.forks = _fork_server() if forks is None else forks
+        """Where rank processes are forked from (cli/fork_server.py); shared by the runs of one launch."""
+        self.job_id = job_id or new_job_id()
+        """Marks every process of the job (cli/processes.py Note [When the launcher itself is killed])."""
+        self.guardian: Guardian | None = None
         self.refined: RankSymmetry | None = None
         """Set when the run stopped to start again with a finer folding (`_refined_symmetry`)."""
         self._grace_deadline: float | None = None
@@ -414,7 +450,7 @@ class _Launcher:
         started = time.monotonic()
         since_ticks = own_start_ticks()
         was_subreaper = set_child_subreaper(True)  # Note [No process outlives its simulation]
-        with self.signals:
+        with self.signals, self._guardian():
             self.server.start()
             try:
                 self._spawn_all()
@@ -436,12 +472,20 @@ class _Launcher:
         wall_s = time.monotonic() - started
         return self._finish(outcome, wall_s)
 
+    def _guardian(self) -> Guardian:
+        """The process that ends the job should this launcher be killed (Note [When the launcher itself is killed]
+        in cli/processes.py)."""
+        self.guardian = Guardian(self.job_id)
+        return self.guardian
+
     def _stop_everything(self, since_ticks: int, was_subreaper: bool | None) -> None:
         """Stop the ranks still running (with the signal the launcher got, else SIGTERM), end what they left,
         give the subreaper setting back."""
         if any(r.exit_code is None for r in self.ranks):
             self._stop_ranks(signal.SIGTERM if self.signals.received is None else self.signals.received)
         self._end_leftovers(since_ticks)  # before draining: a leftover may hold a rank's pipes open
+        if self._owns_forks:
+            self.forks.close()
         if was_subreaper is not None:
             set_child_subreaper(was_subreaper)
 
@@ -455,13 +499,46 @@ class _Launcher:
         for rank in self._spawned_ranks():
             local_rank = rank % cfg.nproc_per_node
             argv = [*cfg.rank_entry, *cfg.program.argv(local_rank)]
+            env = {**self._rank_env(rank, local_rank), JOB_ENV_VAR: self.job_id,
+                   LAUNCHER_PID_ENV_VAR: str(os.getpid())}
             try:
-                proc = subprocess.Popen(argv, env=self._rank_env(rank, local_rank), process_group=0,
-                                        stdin=self._rank_stdin(), **self.pump.popen_streams())
+                proc = self._start_rank(argv, env)
             except OSError as error:
                 raise LaunchError(f"cannot start rank {rank} ({argv[0]}): {error}") from None
+            except ForkServerError as error:
+                raise LaunchError(f"cannot start rank {rank}: {error}") from None
             self.ranks.append(_Rank(rank, local_rank, proc))
             self.pump.attach(rank, local_rank, proc)
+
+    def _start_rank(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen | ForkedRank:
+        """The rank's process: forked from the fork server where it runs the runtime's bootstrap and shares the
+        fork server's start-up environment, else started by exec (cli/fork_server.py)."""
+        stdin, streams = self._rank_stdin(), self.pump.popen_streams()
+        entry = self.config.rank_entry
+        if not self.forks.enabled or entry != DEFAULT_RANK_ENTRY or not self.forks.can_fork(env):
+            return subprocess.Popen(argv, env=env, process_group=0, stdin=stdin, **streams)
+        return self._fork_rank(argv[len(entry):], env, stdin, [streams["stdout"], streams["stderr"]])
+
+    def _fork_rank(self, program: list[str], env: dict[str, str], stdin: int | None,
+                   outputs: list[int | None]) -> ForkedRank:
+        """Fork the rank with the descriptors Popen would give it: /dev/null or the launcher's stdin, a pipe per
+        captured output, else the launcher's own."""
+        pipes = [os.pipe() if output == subprocess.PIPE else None for output in outputs]
+        null = os.open(os.devnull, os.O_RDONLY) if stdin == subprocess.DEVNULL else None
+        try:
+            pid = self.forks.spawn(program, env, stdin=0 if null is None else null,
+                                   stdout=pipes[0][1] if pipes[0] else 1, stderr=pipes[1][1] if pipes[1] else 2)
+        except BaseException:
+            for pipe in pipes:
+                if pipe:
+                    os.close(pipe[0])
+            raise
+        finally:
+            for fd in [null, *(pipe[1] for pipe in pipes if pipe)]:
+                if fd is not None:
+                    os.close(fd)
+        out, err = (open(pipe[0], "rb", buffering=0) if pipe else None for pipe in pipes)
+        return ForkedRank(pid, out, err)
 
     def _spawned_ranks(self) -> Sequence[int]:
         """The rank processes this launcher starts: every one that runs, unless other launchers start some
@@ -504,9 +581,9 @@ class _Launcher:
             if root is not None:
                 failure = self.server.failure
                 return _Outcome(root=root, cutoff_s=failure.at_s if failure else time.monotonic())
-            hung = self._detect_hang()
-            if hung:
-                return self._stop_hung(hung)
+            hang = self._detect_hang()
+            if hang is not None:
+                return self._stop_hung(hang)
             if all(r.exit_code is not None for r in self.ranks) and self.server.stopped:
                 if self.server.finished:
                     return _Outcome()
@@ -582,38 +659,77 @@ class _Launcher:
             return None
         return _coordinator_fault(failure)
 
-    def _detect_hang(self) -> list[_Rank]:
-        """Ranks hung while a peer waits for them (Note [The hang watchdog]); empty when there are none."""
-        now, timeout = time.monotonic(), self.config.hang_timeout_s
-        activity = self.server.activity()
-        if not any(a.waiting_since_s is not None and now - a.waiting_since_s >= timeout for a in activity.values()):
-            return []
-        finished = self.server.finished_ranks()
-        busy = [r for r in self.ranks if r.exit_code is None and r.rank not in finished
-                and (r.rank not in activity or activity[r.rank].waiting_since_s is None)]
-        if busy and all(r.rank in activity and now - activity[r.rank].heard_s >= timeout for r in busy):
-            return busy
-        return []
+    def _detect_hang(self) -> _Hang | None:
+        """Ranks hung while a peer waits for them, or hung before they connected (Note [The hang watchdog])."""
+        now = time.monotonic()
+        activity, status = self.server.activity(), self.server.rank_status()
+        running = [r for r in self.ranks if r.exit_code is None]
+        expired = {rank: now - a.waiting_since_s for rank, a in activity.items() if a.waiting_since_s is not None
+                   and now - a.waiting_since_s >= self._hang_timeout(status.get(rank))}
+        if expired:
+            timeout = min(self._hang_timeout(status.get(rank)) for rank in expired)
+            finished = self.server.finished_ranks()
+            busy = [r for r in running if r.rank not in finished
+                    and (r.rank not in activity or activity[r.rank].waiting_since_s is None)]
+            if busy and all(r.rank in activity and now - activity[r.rank].heard_s >= timeout for r in busy):
+                waited = {rank: now - a.waiting_since_s for rank, a in activity.items()
+                          if a.waiting_since_s is not None}
+                return _Hang(busy, timeout, waited)
+        return self._hung_starting(running, status, now)
 
-    def _stop_hung(self, hung: list[_Rank]) -> _Outcome:
+    def _hung_starting(self, running: list[_Rank], status: dict[int, RankStatus], now: float) -> _Hang | None:
+        """Ranks that have not connected within the timeout while every other rank has (Note [The hang watchdog])."""
+        connected = self.server.connected_at()
+        starting = [r for r in running if r.rank not in connected]
+        if not starting or len(starting) == len(running):
+            return None  # nothing starting, or nobody connected yet: ranks may just be slow to import
+        timeout = self._hang_timeout(max(status.values(), key=lambda s: s.timeout_s, default=None))
+        since = max(max(r.started_s for r in starting), max(connected.values()))
+        return _Hang(starting, timeout, {}, starting=True) if now - since >= timeout else None
+
+    def _hang_timeout(self, status: RankStatus | None) -> float:
+        """`--hang-timeout`, else the timeout of the group of the rank's last NCCL call (else NCCL's default)."""
+        if self.config.hang_timeout_s is not None:
+            return self.config.hang_timeout_s
+        return status.timeout_s if status is not None and status.timeout_s > 0 else DEFAULT_HANG_TIMEOUT_S
+
+    def _stop_hung(self, hang: _Hang) -> _Outcome:
         """Abort the hung ranks so Python's faulthandler prints where each one is (PYTHONFAULTHANDLER is set
         in every rank), and wait for them to exit so their stacks are in the report."""
-        activity = self.server.activity()
-        waiting = sorted(rank for rank, a in activity.items() if a.waiting_since_s is not None)
-        for r in hung:
+        for r in hang.ranks:
             _signal_process(r.proc, signal.SIGABRT)
         deadline = time.monotonic() + _EXIT_GRACE_S
-        while any(r.exit_code is None for r in hung) and time.monotonic() < deadline:
+        while any(r.exit_code is None for r in hang.ranks) and time.monotonic() < deadline:
             self.pump.poll(0.05)
             self._reap()
-        timeout = self.config.hang_timeout_s
-        names = ", ".join(str(r.rank) for r in hung)
-        error = (f"rank {names} made no progress for {timeout:g} s (wall clock) while rank "
-                 f"{', '.join(map(str, waiting))} waited for it: hung (its Python stack is in the report)")
-        note = (f"hung: nothing from it for {timeout:g} s of wall-clock time while rank(s) "
-                f"{', '.join(map(str, waiting))} waited at a synchronization; the watchdog aborted it, its "
-                "Python stack (faulthandler) follows")
-        return _Outcome(root=_Culprit(hung[0], note=note), cutoff_s=time.monotonic(), error=error)
+        names = ", ".join(str(r.rank) for r in hang.ranks)
+        if hang.starting:
+            error = (f"rank {names} did not connect to the coordinator within {hang.timeout_s:g} s (wall clock) "
+                     "while every other rank did: hung in its start-up (its Python stack is in the report)")
+            note = (f"hung before it connected: still starting {hang.timeout_s:g} s after its process and its last "
+                    "peer's connection started; the watchdog aborted it, its Python stack (faulthandler) follows")
+            return _Outcome(root=_Culprit(hang.ranks[0], note=note), cutoff_s=time.monotonic(), error=error)
+        waiting = ", ".join(map(str, sorted(hang.waited)))
+        error = (f"rank {names} made no progress for {hang.timeout_s:g} s (wall clock) while rank {waiting} "
+                 "waited for it: hung (its Python stack is in the report)")
+        watchdog = self._watchdog_lines(hang.waited)
+        note = "\n".join([*watchdog, f"hung: nothing from it for {hang.timeout_s:g} s of wall-clock time while "
+                          f"rank(s) {waiting} waited at a synchronization; the watchdog aborted it, its Python "
+                          "stack (faulthandler) follows"])
+        return _Outcome(root=_Culprit(hang.ranks[0], note=note), cutoff_s=time.monotonic(), error=error)
+
+    def _watchdog_lines(self, waited: dict[int, float]) -> list[str]:
+        """What NCCL's watchdog says on each waiting rank whose last NCCL call is known, also on its stderr."""
+        status, lines = self.server.rank_status(), []
+        for rank, waited_s in sorted(waited.items()):
+            s = status.get(rank)
+            if s is None or not s.work or waited_s < self._hang_timeout(s):
+                continue
+            line = (f"[Rank {s.group_rank}] Watchdog caught collective operation timeout: {s.work} ran for "
+                    f"{int(waited_s * 1000)} milliseconds before timing out.")
+            self.pump.say(f"[rank{rank}]:{line}")
+            lines.append(f"rank {rank}: {line}")
+        return lines
 
     def _grace_over(self) -> bool:
         """Whether the processes involved in a server failure have had their time to exit."""
@@ -642,10 +758,15 @@ class _Launcher:
 
     def _end_leftovers(self, since_ticks: int) -> None:
         """End what the ranks started and left running (Note [No process outlives its simulation])."""
-        ended = end_leftovers([r.proc.pid for r in self.ranks], since_ticks)
+        ended = end_leftovers([r.proc.pid for r in self.ranks], since_ticks, spare=self._helpers())
         if ended:
             self.pump.say(f"phantora: ended {len(ended)} process(es) the ranks left running (pids "
                           f"{', '.join(map(str, ended[:10]))}{', ...' if len(ended) > 10 else ''})")
+
+    def _helpers(self) -> list[int]:
+        """The launcher's own child processes, which are not the simulation's leftovers."""
+        helpers = [self.guardian.proc.pid] if self.guardian is not None else []
+        return helpers + ([self.forks.pid] if self.forks.pid is not None else [])
 
     def _maybe_progress(self) -> None:
         now = time.monotonic()
@@ -666,6 +787,7 @@ class _Launcher:
         exit_code = self._exit_code(outcome, root)
         error = None if exit_code == 0 else self._error_line(outcome, root)
         own = resource.getrusage(resource.RUSAGE_SELF)
+        self._write_known_peaks()
         summary = build_summary(
             coordinator=self.coordinator, gpu=cfg.profile.spec, cluster=cfg.cluster, borrowed=cfg.profile.borrowed(),
             world_size=self.world_size, representatives=self.symmetry.representatives, out_dir=cfg.out_dir,
@@ -688,6 +810,21 @@ class _Launcher:
             self.pump.say(f"phantora: error: {error}; partial results are in {cfg.out_dir}/")
         self.pump.close()
         return exit_code
+
+    def _write_known_peaks(self) -> None:
+        """A rank that died without its result file (killed by a signal) still has its peak memory in the reports:
+        what it last told the server (`RankStatus`), written as its result file, marked as such."""
+        status, exits = self.server.rank_status(), {r.rank: r.exit_code for r in self.ranks}
+        for rank in self.symmetry.representatives:
+            path = self.config.out_dir / f"rank{rank}" / "result.json"
+            known = status.get(rank)
+            if known is None or not known.peaks or path.exists():
+                continue
+            devices = [{"index": i, "peak_allocated_bytes": allocated, "peak_reserved_bytes": reserved}
+                       for i, (allocated, reserved) in enumerate(known.peaks)]
+            path.write_text(json.dumps({"rank": rank, "exit_code": exits.get(rank), "devices": devices,
+                                        "written_by": "the launcher: the rank ended without writing it; its peak "
+                                                      "memory as of its last batch to the coordinator"}, indent=1))
 
     def _process_usage(self) -> list[ProcessUsage]:
         return [r.usage for r in self.ranks if r.usage is not None]
@@ -759,6 +896,13 @@ def rank_environment(config: LaunchConfig, rank: int, local_rank: int, *, rank_c
 # --- helpers ---------------------------------------------------------------------------------------
 def _coordinator_fault(failure: ServerFailure) -> CoordinatorFault:
     return CoordinatorFault(failure.message, time.time() - (time.monotonic() - failure.at_s))
+
+
+def _fork_server() -> ForkServer:
+    try:
+        return ForkServer(fork_server_enabled(os.environ))
+    except ForkServerError as error:
+        raise LaunchError(str(error)) from None
 
 
 def _free_port() -> int:
@@ -848,9 +992,14 @@ def launch(config: LaunchConfig, *, console_out: TextIO | None = None, console_e
         return launch_node(config, console_out=console_out, console_err=console_err)
     symmetry, used_groups = config.first_symmetry(), []
     (config.out_dir / FOLDING_FILE).unlink(missing_ok=True)  # an earlier run's
-    while True:
-        launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups)
-        code = launcher.run()
-        if launcher.refined is None:
-            return code
-        symmetry = launcher.refined
+    forks, job_id = _fork_server(), new_job_id()  # one for every run of the launch
+    try:
+        while True:
+            launcher = _Launcher(config, console_out or sys.stdout, console_err or sys.stderr, symmetry, used_groups,
+                                 forks=forks, job_id=job_id)
+            code = launcher.run()
+            if launcher.refined is None:
+                return code
+            symmetry = launcher.refined
+    finally:
+        forks.close()

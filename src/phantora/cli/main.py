@@ -113,9 +113,10 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
                 "node (default); all = every rank (docs/launcher.md, Representative ranks)")
     option(p, "--progress", action=argparse.BooleanOptionalAction, default=None,
            help="a status line on stderr every few seconds (default: when stderr is a terminal)")
-    option(p, "--hang-timeout", type=_positive_float, default=600.0, metavar="SECONDS",
+    option(p, "--hang-timeout", type=_positive_float, default=None, metavar="SECONDS",
            help="wall-clock seconds a rank may send nothing while a peer waits for it before it is "
-                "stopped as hung, its Python stack in the report (default 600, NCCL's watchdog default)")
+                "stopped as hung, its Python stack in the report (default: the timeout of the process group "
+                "the peer waits in, as NCCL's watchdog: init_process_group(timeout=...), else 600)")
     return actions
 
 

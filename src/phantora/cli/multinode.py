@@ -47,10 +47,10 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from phantora.cli.failure import CoordinatorFault, RankExit
-from phantora.cli.launch import (LaunchConfig, LaunchError, _clear_stale_outputs, _Launcher, _Outcome,
+from phantora.cli.launch import (LaunchConfig, LaunchError, _clear_stale_outputs, _fork_server, _Launcher, _Outcome,
                                  _raise_open_file_limit, _Rank, _reap, _SignalCatcher, rank_environment)
 from phantora.cli.output import OutputPump
-from phantora.cli.processes import own_start_ticks, set_child_subreaper
+from phantora.cli.processes import new_job_id, own_start_ticks, set_child_subreaper
 from phantora.protocol.symmetry import RankSymmetry
 from phantora.reports.summary import ProcessUsage
 from phantora.transport.server import CoordinatorServer
@@ -439,6 +439,9 @@ class _NodeLauncher(_Launcher):
         self.signals = _SignalCatcher()
         self.master_port = job["master_port"]
         self._store = None
+        self._owns_forks, self.forks = True, _fork_server()
+        self.job_id = new_job_id()
+        self.guardian = None
         self.store, self.node, self.job = store, node, job
         spec = config.rendezvous
         self.coordinator_address = f"{spec.host}:{job['coordinator_port']}"
@@ -483,7 +486,7 @@ class _NodeLauncher(_Launcher):
         was_subreaper = set_child_subreaper(True)
         self._beat.start()
         lost: str | None = None
-        with self.signals:
+        with self.signals, self._guardian():
             try:
                 self._spawn_all()
                 lost = self._supervise_node()

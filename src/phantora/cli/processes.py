@@ -15,6 +15,18 @@ to init and live on (a DeepSpeed run left 16 DataLoader workers of ~300 MB each)
   dying process may still fork), and reaps the ones that became the launcher's children.
 Without the subreaper (not Linux), a process that left its rank's group is out of reach; the rest
 are still found by their group.
+
+Note: [When the launcher itself is killed]
+SIGKILL (or the OOM killer) gives the launcher no chance to clean up, and its orphans go to init. Two
+things end the simulation then:
+- every rank asks the kernel for SIGKILL when its parent, the launcher, dies (`PR_SET_PDEATHSIG`,
+  `die_with_parent` in runtime/bootstrap.py), so ranks end at once;
+- a guardian process (`Guardian`, `python -m phantora.cli.processes`) that the launcher starts first
+  holds the read end of a pipe from it. When the launcher ends normally it writes `done` first; an end
+  of file without it means the launcher died, and the guardian ends every process whose environment
+  carries the job's `PHANTORA_JOB` variable, which every rank gets and every process it starts inherits
+  (DataLoader workers, helpers that called `setsid`, orphans of a double fork), until none is left.
+The guardian is in its own process group, so Ctrl-C at a terminal does not reach it.
 """
 
 from __future__ import annotations
@@ -22,10 +34,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import secrets
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+JOB_ENV_VAR = "PHANTORA_JOB"
+"""Every rank's environment holds the job's id here; processes it starts inherit it (Note [When the launcher
+itself is killed])."""
+_DONE = b"done"
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -93,14 +113,15 @@ def own_start_ticks() -> int:
     return int(uptime_s * os.sysconf("SC_CLK_TCK"))
 
 
-def leftovers(table: dict[int, ProcessInfo], *, launcher: int, rank_pids: Iterable[int], since_ticks: int
-              ) -> set[int]:
+def leftovers(table: dict[int, ProcessInfo], *, launcher: int, rank_pids: Iterable[int], since_ticks: int,
+              spare: Iterable[int] = ()) -> set[int]:
     """The simulation's processes still in `table` (Note [No process outlives its simulation]): the ranks'
     process groups, the launcher's children other than the ranks that started at `since_ticks` or later
-    (orphans it adopted as their subreaper), and their descendants. Never the launcher itself."""
-    ranks = set(rank_pids)
-    roots = {p.pid for p in table.values()
-             if p.start_ticks >= since_ticks and (p.pgid in ranks or p.ppid == launcher or p.pid in ranks)}
+    (orphans it adopted as their subreaper), and their descendants. Never the launcher itself, nor the
+    launcher's own helpers in `spare`."""
+    ranks, spared = set(rank_pids), set(spare)
+    roots = {p.pid for p in table.values() if p.pid not in spared
+             and p.start_ticks >= since_ticks and (p.pgid in ranks or p.ppid == launcher or p.pid in ranks)}
     children: dict[int, list[int]] = {}
     for p in table.values():
         children.setdefault(p.ppid, []).append(p.pid)
@@ -114,14 +135,14 @@ def leftovers(table: dict[int, ProcessInfo], *, launcher: int, rank_pids: Iterab
     return found
 
 
-def end_leftovers(rank_pids: Iterable[int], since_ticks: int) -> list[int]:
+def end_leftovers(rank_pids: Iterable[int], since_ticks: int, spare: Iterable[int] = ()) -> list[int]:
     """End every process the simulation left (see `leftovers`): SIGTERM, `_TERM_GRACE_S`, SIGKILL, until
     none is left; reap those that are this process's children. Returns the pids that were running when it
     began (zombies aside), for a note to the user. No-op where there is no /proc."""
     if not os.path.isdir("/proc/self"):
         return []
-    me, ranks = os.getpid(), list(rank_pids)
-    first = _live(me, ranks, since_ticks)
+    me, ranks, spare = os.getpid(), list(rank_pids), list(spare)
+    first = _live(me, ranks, since_ticks, spare)
     sig, next_signal_at, give_up_at = signal.SIGTERM, time.monotonic(), time.monotonic() + _GIVE_UP_S
     found = first
     while found and time.monotonic() < give_up_at:
@@ -130,15 +151,15 @@ def end_leftovers(rank_pids: Iterable[int], since_ticks: int) -> list[int]:
                 _kill(pid, sig)
             sig, next_signal_at = signal.SIGKILL, time.monotonic() + _TERM_GRACE_S
         time.sleep(0.02)
-        found = _live(me, ranks, since_ticks)
+        found = _live(me, ranks, since_ticks, spare)
     return sorted(first)
 
 
-def _live(me: int, ranks: list[int], since_ticks: int) -> set[int]:
+def _live(me: int, ranks: list[int], since_ticks: int, spare: list[int]) -> set[int]:
     """The simulation's leftover processes still running; those that already ended and are this process's
     children (adopted orphans) are reaped."""
     table = process_table()
-    found = leftovers(table, launcher=me, rank_pids=ranks, since_ticks=since_ticks)
+    found = leftovers(table, launcher=me, rank_pids=ranks, since_ticks=since_ticks, spare=spare)
     for pid in found:
         if table[pid].zombie and table[pid].ppid == me:
             _reap_one(pid)
@@ -157,3 +178,70 @@ def _reap_one(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+# --- when the launcher itself dies (Note [When the launcher itself is killed]) ---------------------------
+def new_job_id() -> str:
+    return f"{os.getpid()}-{secrets.token_hex(8)}"
+
+
+class Guardian:
+    """The process that ends the job's processes if the launcher dies without doing so. `stop()` (or leaving the
+    `with` block) tells it the launcher ended normally."""
+
+    def __init__(self, job_id: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k != JOB_ENV_VAR}
+        self.proc = subprocess.Popen([sys.executable, "-m", "phantora.cli.processes", job_id], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, env=env, process_group=0)
+
+    def __enter__(self) -> "Guardian":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(_DONE)
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        self.proc.wait()
+
+
+def processes_of_job(job_id: str) -> set[int]:
+    """Every process whose environment marks it as part of the job (those this user can read)."""
+    marker = f"{JOB_ENV_VAR}={job_id}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.add(int(entry))
+        except OSError:
+            continue
+    found.discard(os.getpid())
+    return found
+
+
+def _guard(job_id: str) -> int:
+    """The guardian's life: wait for the launcher's word; on an end of file without it, end the job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    said = b""
+    while chunk := os.read(0, 64):
+        said += chunk
+    if said == _DONE:
+        return 0
+    give_up_at = time.monotonic() + _GIVE_UP_S
+    while (left := processes_of_job(job_id)) and time.monotonic() < give_up_at:
+        for pid in left:
+            _kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_guard(sys.argv[1]))

@@ -17,7 +17,18 @@ from typing import TYPE_CHECKING
 from phantora.config.run import RankConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from phantora.runtime.session import Session
     from phantora.transport.client import RankClient
+    from phantora.transport.wire import RankStatus
+
+
+RUNTIME_MODULES = ("cuda_api", "distributed", "functional_collectives", "native", "triton_kernels", "clock", "compile",
+                   "dispatch", "extensions", "handlers", "library_probes", "kernels", "modules", "python_costs",
+                   "session", "sdpa", "storage", "host_time", "rank_result")
+"""The runtime's modules a rank imports before its program runs (`install`, `main`): what the fork server
+imports once for every rank (runtime/zygote.py)."""
 
 
 def install(config: RankConfig):
@@ -42,7 +53,9 @@ def install(config: RankConfig):
     shim = native.load_shim()
     if not shim.phantora_install(config.devices_per_process):
         raise RuntimeError("phantora: could not install the fake CUDA device into this PyTorch build")
-    session = Session(config, *connect(config))
+    client, flush_interval_s = connect(config)
+    session = Session(config, client, flush_interval_s)
+    client.status = status_source(session)
     recorder = KernelRecorder(session, shim)
     cuda_api.install(cuda_api.CudaApi(session, shim, recorder))
     register_cuda_kernels_for_composite_ops()
@@ -71,6 +84,19 @@ def install(config: RankConfig):
         from phantora.runtime.host_time import start_measuring
         start_measuring(session.host_timer, mode)
     return session
+
+
+def status_source(session: Session) -> Callable[[], RankStatus]:
+    """What the launcher should know of this rank should it die or hang (transport/wire.py `RankStatus`), read by
+    the rank's client before every batch."""
+    from phantora.runtime import distributed
+    from phantora.transport.wire import RankStatus
+
+    def status() -> RankStatus:
+        peaks = tuple((a.run_peak_allocated_bytes, a.run_peak_reserved_bytes) for a in session.allocators)
+        work = distributed.last_work
+        return RankStatus(peaks) if work is None else RankStatus(peaks, *work)
+    return status
 
 
 def connect(config: RankConfig) -> tuple[RankClient, float]:
@@ -103,7 +129,27 @@ def run_user_program(argv: list[str]) -> int:
     return 0
 
 
+_PR_SET_PDEATHSIG = 1
+LAUNCHER_PID_ENV_VAR = "PHANTORA_LAUNCHER_PID"
+"""The launcher's pid: the parent a rank must die with (`die_with_parent`)."""
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this rank when the launcher dies, however it dies (Linux `PR_SET_PDEATHSIG`; cli/
+    processes.py Note [When the launcher itself is killed]); exit at once if it is gone already."""
+    launcher = os.environ.get(LAUNCHER_PID_ENV_VAR)
+    if not launcher or sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(launcher):  # it died before the request took effect
+        os._exit(1)
+
+
 def main() -> int:
+    die_with_parent()
     config = RankConfig.from_env()
     argv = sys.argv[1:]
     if not argv:

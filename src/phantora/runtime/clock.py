@@ -82,6 +82,13 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def forked_as_rank() -> None:
+    """This process was forked by the fork server to be a rank (runtime/zygote.py), not by a rank: it keeps the
+    simulated clock."""
+    global _forked
+    _forked = False
+
+
 def _wants_real_clock(module: str) -> bool:
     known = _real_clock_callers.get(module)
     if known is None:

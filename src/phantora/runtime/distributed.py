@@ -57,6 +57,15 @@ _symmetry = RankSymmetry.everyone(1)
 """Which ranks run and which they stand for (protocol/symmetry.py Note [Representative ranks]); set by `install`."""
 
 _used_groups: list[UsedGroup] = []
+
+last_work: tuple[str, int, float] | None = None
+"""The last NCCL call this rank launched as ProcessGroupNCCL's watchdog names it, the rank's rank in its group and
+the group's timeout in seconds: what the launcher's hang watchdog reports (runtime/bootstrap.py `rank_status`)."""
+
+_OP_TYPES = {"all_reduce": "ALLREDUCE", "all_gather": "ALLGATHER", "reduce_scatter": "REDUCE_SCATTER",
+             "broadcast": "BROADCAST", "reduce": "REDUCE", "all_to_all": "ALLTOALL", "gather": "GATHER",
+             "scatter": "SCATTER", "barrier": "ALLREDUCE", "send": "SEND", "recv": "RECV"}
+"""c10d's OpType names (`opTypeToString`); ProcessGroupNCCL's barrier is an all-reduce."""
 """Every group this rank built and every transfer it made: what the launcher chooses a folding from."""
 
 _world_store: dist.Store | None = None
@@ -350,9 +359,20 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             link.collective(CollectiveRecord(stream_id, link.host_ns, tuple(group), seq, op, size_bytes, root, tag))
             event_id = link.new_event_id()
             link.record_event(event_id, stream_id)
+        self._note_work(op, seq, tensors, result)
         work = NcclWork(session, event_id, device, stream, result, blocks_host=blocks_host)
         unwaited.add(work, result)
         return work
+
+    def _note_work(self, op: str, seq: int, tensors: list[torch.Tensor], result: list[torch.Tensor]) -> None:
+        """Remember the call as ProcessGroupNCCL's watchdog would name it, should the job hang in it."""
+        global last_work
+        inputs = [t for t in tensors if not any(t is r for r in result)] or result
+        timeout = self.options._timeout
+        numel_in, numel_out = sum(t.numel() for t in inputs), sum(t.numel() for t in result)
+        last_work = (f"WorkNCCL(SeqNum={seq + 1}, OpType={_OP_TYPES.get(op, op.upper())}, NumelIn={numel_in}, "
+                     f"NumelOut={numel_out}, Timeout(ms)={int(timeout.total_seconds() * 1000)})",
+                     self.rank(), timeout.total_seconds())
 
     def _follow_current_stream(self, device: int, stream: int) -> int:
         """The NCCL stream waits for the caller's current stream (ProcessGroupNCCL's syncStream)."""

@@ -4,6 +4,7 @@
     client.send(batch)                 # no reply; returns once the bytes are handed to the kernel
     reply = client.request(batch)      # batch ends in a SyncRequest; blocks until its SyncReply
     client.close()
+    client.status = lambda: RankStatus(...)   # optional: sent before a batch whenever it changed
 
 Only a batch ending in a `SyncRequest` waits for an answer, so the hot path is one `sendall` per
 batch of hundreds of records. When the simulation stops (a coordinator error, another rank's
@@ -23,10 +24,12 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from phantora.protocol.records import Record, SyncReply, SyncRequest
 from phantora.transport.delay import RandomDelay
-from phantora.transport.wire import Failure, Hello, Welcome, WireError, encode, parse_address, read_message
+from phantora.transport.wire import (Failure, Hello, RankStatus, Welcome, WireError, encode, parse_address,
+                                    read_message)
 
 TOKEN_ENV_VAR = "PHANTORA_COORDINATOR_TOKEN"
 """The launcher passes the server's per-run token to each rank through this variable."""
@@ -76,6 +79,9 @@ class RankClient:
         self._dead: tuple[type[Exception], str] | None = None
         """Why the connection can no longer be used (the server's Failure, an interrupted request): every
         later call raises it again, rather than a confusing secondary error."""
+        self.status: Callable[[], RankStatus] | None = None
+        """What the launcher should know of this rank if it dies (wire.RankStatus), read before every batch."""
+        self._sent_status = RankStatus()
 
     @classmethod
     def connect(cls, address: str, rank: int, timeout_s: float = 60.0, *, token: str | None = None) -> "RankClient":
@@ -116,7 +122,7 @@ class RankClient:
             if self._delay:
                 self._delay()
             self._raise_if_stopped()
-            self._send_frame(encode(records))
+            self._send_frame(self._status_frame() + encode(records))
 
     def request(self, records: list[Record]) -> SyncReply:
         """Send a batch ending in a SyncRequest and block until the coordinator answers it."""
@@ -128,7 +134,7 @@ class RankClient:
             if self._delay:
                 self._delay()
             try:
-                self._send_frame(encode(records))
+                self._send_frame(self._status_frame() + encode(records))
                 answer = self._receive()
             except BaseException as error:
                 if not isinstance(error, (CoordinatorError, CoordinatorConnectionError)):
@@ -156,6 +162,16 @@ class RankClient:
         self.close()
 
     # --- internals --------------------------------------------------------------------------------
+    def _status_frame(self) -> bytes:
+        """The rank's status as a frame to put before the batch, when it changed since the last one sent."""
+        if self.status is None:
+            return b""
+        status = self.status()
+        if status == self._sent_status:
+            return b""
+        self._sent_status = status
+        return encode(status)
+
     def _check_open(self) -> None:
         self._raise_if_dead()
         if self._closed:

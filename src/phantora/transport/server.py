@@ -36,7 +36,8 @@ from typing import Literal, Protocol
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.records import RankFinished, Record, SyncReply, SyncRequest
 from phantora.transport.delay import RandomDelay
-from phantora.transport.wire import PROTOCOL_VERSION, Failure, FrameReader, Hello, Welcome, WireError, encode
+from phantora.transport.wire import (PROTOCOL_VERSION, Failure, FrameReader, Hello, RankStatus, Welcome, WireError,
+                                    encode)
 
 _RECV_BYTES = 1 << 20
 _SEND_TIMEOUT_S = 30.0
@@ -156,6 +157,8 @@ class CoordinatorServer:
         self._finished_ranks: set[int] = set()
         self._records = 0
         self._batches = 0
+        self._status: dict[int, RankStatus] = {}
+        self._connected_at: dict[int, float] = {}
         self._failure: ServerFailure | None = None
         self._finished = False
         self._running = False
@@ -208,6 +211,15 @@ class CoordinatorServer:
         """Per connected rank, when it was last heard from and whether it waits for a reply (read from another
         thread: may be a moment old)."""
         return {rank: RankActivity(conn.heard_s, conn.waiting_since_s) for rank, conn in list(self._by_rank.items())}
+
+    def connected_at(self) -> dict[int, float]:
+        """Per rank that ever connected, when (monotonic s), even if its connection has closed since (read from
+        another thread)."""
+        return dict(self._connected_at)
+
+    def rank_status(self) -> dict[int, RankStatus]:
+        """Per rank, the last `RankStatus` it sent (kept after its connection closed; read from another thread)."""
+        return dict(self._status)
 
     def close(self) -> None:
         """Stop (if serving) and release the sockets; waits for the serving thread."""
@@ -293,11 +305,15 @@ class CoordinatorServer:
             return
         conn.rank = hello.rank
         conn.pid = hello.pid
+        self._connected_at[hello.rank] = conn.heard_s
         self._by_rank[hello.rank] = conn
         self._send(conn, encode(Welcome(self.coordinator.world_size)))
 
     def _on_batch(self, conn: _Conn, batch: object) -> None:
         rank = conn.rank
+        if type(batch) is RankStatus:  # for the launcher's reports, never the coordinator's
+            self._status[rank] = batch
+            return
         if type(batch) is not list:
             self._fail("protocol", f"rank {rank} sent {type(batch).__name__} where a record batch belongs", rank)
             return

@@ -2,8 +2,9 @@
 
 A frame is a 4-byte big-endian payload length followed by the payload, one pickle (protocol 5) of
 one message. A rank sends `Hello` first and waits for `Welcome` (or `Failure`); after that it sends
-record batches (`list[Record]`, protocol/records.py) and receives a `SyncReply` for each batch that
-ends in a `SyncRequest`, or a `Failure` when the simulation stops. Nothing else ever crosses.
+record batches (`list[Record]`, protocol/records.py), each preceded by a `RankStatus` when its status
+changed, and receives a `SyncReply` for each batch that ends in a `SyncRequest`, or a `Failure` when
+the simulation stops. Nothing else ever crosses.
 
 Note: [Fast pickling of records]
 Records are frozen slotted dataclasses. Pickle's default path for them calls the dataclass's
@@ -43,7 +44,7 @@ from phantora.protocol.records import (
     SyncRequest,
 )
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """Bumped whenever a message or record changes shape; `Hello` carries it."""
 
 HEADER = struct.Struct("!I")
@@ -80,10 +81,27 @@ class Failure:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class RankStatus:
+    """What the launcher needs to know of a rank when it fails, not part of the simulation: sent before a batch
+    whenever it changed, so the server holds it as of the rank's last batch (its process may die without a word).
+    Never given to the coordinator, so it changes no simulated number."""
+
+    peaks: tuple[tuple[int, int], ...] = ()
+    """Per device of the rank, its peak (allocated, reserved) bytes so far (the result file's `devices`)."""
+    work: str = ""
+    """The last NCCL call it launched, as ProcessGroupNCCL's watchdog names it (`WorkNCCL(SeqNum=3, OpType=
+    ALLREDUCE, NumelIn=65536, NumelOut=65536, Timeout(ms)=600000)`); empty before the first."""
+    group_rank: int = 0
+    """The rank's rank in that call's group (the watchdog's `[Rank N]`)."""
+    timeout_s: float = 0.0
+    """That call's process-group timeout (`init_process_group(timeout=...)`, `new_group(timeout=...)`); 0: none."""
+
+
 RECORD_TYPES: tuple[type, ...] = (KernelRecord, CollectiveRecord, CoalescedRecord, EventRecordRecord,
                                   StreamWaitRecord, SyncRequest, SyncReply, HostTimeRecord, HostSleepRecord,
                                   RankFinished)
-MESSAGE_TYPES: tuple[type, ...] = (Hello, Welcome, Failure)
+MESSAGE_TYPES: tuple[type, ...] = (Hello, Welcome, Failure, RankStatus)
 
 
 def _field_reducer(cls: type) -> Callable[[Any], tuple]:

@@ -1,7 +1,9 @@
 """A small training job that fails on purpose (tests/integration/test_faults.py): every rank runs DataLoader
 workers (processes that must not outlive it); `--raise-rank R` raises on rank R between two all_reduces of step
-1, `--spin-rank R` loops forever there while the others wait in the all_reduce."""
+1, `--spin-rank R` loops forever there while the others wait in the all_reduce; `--pg-timeout S` is the process
+group's timeout (init_process_group(timeout=...))."""
 import argparse
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -10,9 +12,10 @@ from torch.utils.data import DataLoader, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--raise-rank", type=int, default=None)
 parser.add_argument("--spin-rank", type=int, default=None)
+parser.add_argument("--pg-timeout", type=float, default=None)
 args = parser.parse_args()
 
-dist.init_process_group("nccl")
+dist.init_process_group("nccl", timeout=None if args.pg_timeout is None else timedelta(seconds=args.pg_timeout))
 rank = dist.get_rank()
 torch.cuda.set_device(rank % torch.cuda.device_count())
 model = torch.nn.Linear(256, 256, device="cuda")

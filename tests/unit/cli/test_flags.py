@@ -11,7 +11,7 @@ PHANTORA_OPTIONS = {
     "--gpu": None, "--cluster": None, "--gpus-per-node": None, "--nic-gbps": None, "--out": "phantora-out", "--strict": False, "--no-kernel-db": False,
     "--kernel-db": [], "--profile-on-the-fly": False, "--profile-cache": None, "--profile-device": "cuda:0",
     "--no-trace": False, "--no-power-cap": False, "--host-time": "model", "--host-time-scale": None,
-    "--host-contention": "none", "--ranks": "auto", "--progress --no-progress": None, "--hang-timeout": 600.0,
+    "--host-contention": "none", "--ranks": "auto", "--progress --no-progress": None, "--hang-timeout": None,
 }
 """Phantora's own options, the same on every simulating command, with their defaults."""
 FROZEN_RUN = {"-h --help": argparse.SUPPRESS, **PHANTORA_OPTIONS, "--devices": 1}
