@@ -442,6 +442,7 @@ class _Launcher:
 
     def run(self) -> int:
         cfg = self.config
+        refuse_what_cannot_fit(len(self._spawned_ranks()), available_host_bytes())
         try:
             _clear_stale_outputs(cfg.out_dir, self.symmetry.representatives)
         except OSError as error:
@@ -909,6 +910,34 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+RANK_HOST_BYTES = 250 * 2**20
+"""The least host memory a started rank holds of its own: its private memory once torch is imported and the runtime
+installed, with a small model's step (8.03 GB over 32 ranks, `peak_footprint_bytes` in data/simulator/scale)."""
+
+
+def refuse_what_cannot_fit(processes: int, available: int | None) -> None:
+    """Refuse, before any rank starts, a job whose rank processes would not fit in the host's available memory
+    (`available` bytes; None: unknown), rather than let the OS kill them one by one."""
+    needed = processes * RANK_HOST_BYTES
+    if available is not None and needed > available:
+        raise LaunchError(
+            f"{processes} rank processes need at least {needed / 2**30:.1f} GiB of host memory "
+            f"({RANK_HOST_BYTES / 2**30:.2f} GiB each) and this machine has {available / 2**30:.1f} GiB available: "
+            "simulate fewer processes (a job of several nodes runs representative ranks: --ranks auto) "
+            "or use a larger machine")
+
+
+def available_host_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The kernel's estimate of memory available to new processes (MemAvailable); None where it is not known."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _raise_open_file_limit(needed: int) -> None:
