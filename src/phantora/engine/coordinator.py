@@ -639,7 +639,7 @@ class Coordinator:
                 if item.member_start_ns is None:
                     item.member_start_ns = max(item.host_ns + latency, s.tail_ns)
                     if self._shared:
-                        held = self.sharing.held_sm_factor(sum(rv.size_bytes for rv in item.parts))
+                        held = max(self.sharing.held_sm_factor(rv.net_op, rv.size_bytes) for rv in item.parts)
                         if held > 1.0:
                             rk.holding.append((item, held))
                     for rv in item.parts:

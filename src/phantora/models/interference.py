@@ -75,11 +75,13 @@ class GpuSharing:
         """Duration factor of a compute kernel that starts while network operation `op` of its GPU is in flight."""
         return next((c for name, c, _ in self.by_op if name == op), self.compute_slowdown)
 
-    def held_sm_factor(self, size_bytes: int) -> float:
-        """Duration factor of a GEMM or attention kernel that starts while an NCCL kernel of `size_bytes`
-        (nccl-tests' size) holds SMs of its GPU. NCCL gives a small operation fewer channels: one per
-        `NCCL_CHANNEL_MIN_BYTES`, as its tuning does for the Simple protocol (64 B per thread, 512 threads)."""
-        if not self.nccl_channels:
+    def held_sm_factor(self, op: str, size_bytes: int) -> float:
+        """Duration factor of a GEMM or attention kernel that starts while the NCCL kernel of network operation
+        `op` of `size_bytes` (nccl-tests' size) holds SMs of its GPU. NCCL gives a small operation fewer
+        channels: one per `NCCL_CHANNEL_MIN_BYTES`, as its tuning does for the Simple protocol (64 B per
+        thread, 512 threads). Point-to-point kernels (all-to-all, send/recv) run on fewer, unmeasured
+        channels: they hold none here."""
+        if not self.nccl_channels or op not in RING_COLLECTIVES:
             return 1.0
         if not self.sm_count:
             raise ValueError("held SMs need the GPU's sm_count (the device profile sets it)")
@@ -90,6 +92,9 @@ class GpuSharing:
         """The operations whose `nccl_slowdown` differs from the default, with theirs."""
         return {name: n for name, _, n in self.by_op}
 
+
+RING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+"""Network operations whose NCCL kernels run on the communicator's collective channels (`nccl_channels`)."""
 
 NCCL_CHANNEL_MIN_BYTES = 64 * 512
 """Bytes below which NCCL drops a channel (src/enqueue.cc: nBytes < channels x threads x threadThreshold)."""

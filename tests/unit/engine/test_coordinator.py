@@ -689,9 +689,10 @@ def test_gemms_are_slowed_by_the_sms_an_nccl_kernel_holds_while_it_waits_for_a_l
 
 def test_a_small_nccl_operation_holds_fewer_sms():
     sharing = GpuSharing(nccl_channels=24, sm_count=132)
-    assert sharing.held_sm_factor(1 << 30) == pytest.approx(132 / 108)
-    assert sharing.held_sm_factor(8192) == pytest.approx(132 / 131)  # NCCL runs it on one channel
-    assert GpuSharing().held_sm_factor(1 << 30) == 1.0
+    assert sharing.held_sm_factor("all_gather", 1 << 30) == pytest.approx(132 / 108)
+    assert sharing.held_sm_factor("all_reduce", 8192) == pytest.approx(132 / 131)  # NCCL runs it on one channel
+    assert sharing.held_sm_factor("send_recv", 1 << 30) == 1.0  # point-to-point channels: not measured
+    assert GpuSharing().held_sm_factor("all_gather", 1 << 30) == 1.0
     with pytest.raises(ValueError, match="below sm_count"):
         GpuSharing(nccl_channels=132, sm_count=132)
 
