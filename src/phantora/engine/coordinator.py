@@ -303,11 +303,11 @@ class _Rank:
         self.rank = rank
         self.host_ns = 0
         self.next_kernel_ns = 0
+        """The earliest start of the GPU's next kernel: its last placed kernel's end plus the sharing
+        model's kernel gap (Note [One kernel at a time])."""
         self.holding: list[tuple[_Call, float]] = []
         """NCCL calls that hold SMs of the GPU (reached by their stream, not ended), with the factor by which
         they slow a GEMM or attention kernel (Note [Compute beside NCCL])."""
-        """The earliest start of the GPU's next kernel: its last placed kernel's end plus the sharing
-        model's kernel gap (Note [One kernel at a time])."""
         self.state = _ACTIVE
         self.streams: dict[int, _Stream] = {}
         self.marks: dict[int, _Mark] = {}
