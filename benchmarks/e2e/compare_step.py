@@ -9,6 +9,14 @@ class (GPU time of its kernels, summed), NCCL time per collective, and how much 
 NCCL kernels ran.
 
     python -m benchmarks.e2e.compare_step data/h200/e2e/step_profiles/profiles/llama_l1b_fsdp4 OUT/trace.json
+
+The real side may also be a program's own profiler trace of one step (TorchTitan's, as kept in
+data/h200/e2e/frameworks/profiles/NAME.rankR.trace.json.gz), read as it is. `--held-sms` then prints
+what the sharing model's held SMs rest on (models/interference.py): the thread blocks of each large
+NCCL kernel, and each GEMM kernel's median time alone and while an NCCL kernel of its GPU runs.
+
+    python -m benchmarks.e2e.compare_step \
+        data/h200/e2e/frameworks/profiles/torchtitan_llama3_8b_fsdp2_tp2.rank0.trace.json.gz OUT/trace.json --held-sms
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import argparse
 import gzip
 import json
 import re
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,9 +37,10 @@ REAL_CLASSES = [
     ("foreach", re.compile(r"multi_tensor_apply")),
     ("loss", re.compile(r"SoftMax|nll_loss")),
     ("embedding", re.compile(r"sum_and_scatter|compute_grad_weight|radix_sort|embedding|indexing_backward")),
+    ("norm", re.compile(r"layer_norm|rms_norm|GammaBeta", re.I)),
     ("reduction", re.compile(r"reduce_kernel")),
     ("memset", re.compile(r"^Memset|FillFunctor")),
-    ("copy", re.compile(r"copy|Memcpy|chunk_cat")),
+    ("copy", re.compile(r"copy|chunk_cat", re.I)),  # CatArrayBatchedCopy, direct_copy, Memcpy
 ]
 NCCL_OP = re.compile(r"ncclDevKernel_([A-Za-z]+)")
 
@@ -40,10 +50,57 @@ def real_class(name: str) -> str:
 
 
 def load_real(path: Path) -> list[tuple[str, str, int, float, float]]:
-    """(class, name, stream, start µs, end µs) for every GPU activity of one profiled rank."""
+    """(class, name, stream, start µs, end µs) for every GPU activity of one profiled rank: a kernel list of
+    benchmarks/workloads/profile_step.py, or a profiler's Chrome trace (*.trace.json.gz)."""
+    if path.name.endswith(".trace.json.gz"):
+        events = gpu_events(path)
+        start = min(e["ts"] for e in events)
+        return [(real_class(e["name"]), e["name"], e["args"].get("stream", -1), e["ts"] - start, e["ts"] + e["dur"] - start)
+                for e in events]
     d = json.load(gzip.open(path, "rt"))
     names = d["names"]
     return [(real_class(names[n]), names[n], stream, ts, ts + dur) for n, stream, ts, dur, *_ in d["kernels"]]
+
+
+def gpu_events(path: Path) -> list[dict]:
+    """The GPU activities (kernels, copies, memsets) of a profiler's Chrome trace, with their arguments."""
+    events = json.load(gzip.open(path, "rt"))["traceEvents"]
+    return [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
+
+
+def gemm_shapes(path: Path) -> dict[int, str]:
+    """The input shapes of each matrix-multiply op of a profiler's Chrome trace (record_shapes), by the
+    "External id" its kernels carry."""
+    events = json.load(gzip.open(path, "rt"))["traceEvents"]
+    return {e["args"]["External id"]: str(e["args"].get("Input Dims")) for e in events
+            if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm", "aten::bmm")}
+
+
+def held_sms(path: Path, min_bytes: int = 1 << 20) -> None:
+    """Print the thread blocks of the NCCL kernels of collectives of at least `min_bytes` per rank, and each
+    GEMM kernel's median duration alone and while an NCCL kernel of the same GPU runs (waiting or moving data)."""
+    events = gpu_events(path)
+    blocks: dict[tuple[str, int], int] = defaultdict(int)
+    for e in events:
+        a = e["args"]
+        if e["name"].startswith("ncclDevKernel") and a.get("In msg nelems", 0) * 2 >= min_bytes:
+            blocks[(a.get("Collective name", "?"), a["grid"][0] * a["grid"][1] * a["grid"][2])] += 1
+    for (op, n), count in sorted(blocks.items()):
+        print(f"  nccl {op}: {count} kernels of {n} blocks")
+    nccl = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("ncclDevKernel")])
+    shapes = gemm_shapes(path)
+    times: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for e in events:
+        if real_class(e["name"]) == "gemm":
+            beside = overlap_with([(e["ts"], e["ts"] + e["dur"])], nccl)
+            if beside == 0.0 or beside >= 0.99 * e["dur"]:  # wholly alone or wholly beside NCCL
+                key = f"{shapes.get(e['args'].get('External id'), '?')} {e['name'][:30]}"
+                times[key][beside > 0].append(e["dur"])
+    print(f"  {'GEMM (input shapes, kernel)':<80}{'alone µs':>9}{'beside NCCL':>12}{'ratio':>7}  (kernels)")
+    for key, (alone, beside) in sorted(times.items(), key=lambda kv: -sum(kv[1][0]) - sum(kv[1][1])):
+        if len(alone) >= 3 and len(beside) >= 3:
+            a, b = statistics.median(alone), statistics.median(beside)
+            print(f"  {key:<80}{a:9.0f}{b:12.0f}{b / a:7.2f}  ({len(alone)}, {len(beside)})")
 
 
 def last_step_kernels(trace: Path, rank: int) -> list[dict]:
@@ -61,7 +118,7 @@ def last_step_kernels(trace: Path, rank: int) -> list[dict]:
         raise SystemExit(f"{trace}: rank {rank} has neither two waiting device synchronizations nor two optimizer steps")
     lo, hi = waits[-2], waits[-1]
     return [e for e in mine if e.get("cat") not in ("host_blocked", "nccl_wait")
-            and lo < e["args"].get("launch_us", e["ts"]) <= hi]
+            and lo < e.get("args", {}).get("launch_us", e["ts"]) <= hi]
 
 
 def optimizer_step_ends(events: list[dict], gap_us: float = 100e3) -> list[float]:
@@ -125,11 +182,17 @@ def summarize(rows: list[tuple[str, str, int, float, float]]) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("profile_dir", type=Path, help="data/h200/e2e/step_profiles/profiles/NAME")
+    p.add_argument("profile", type=Path, help="data/h200/e2e/step_profiles/profiles/NAME, or a profiler's "
+                   "NAME.rankR.trace.json.gz of that rank")
     p.add_argument("trace", type=Path, help="trace.json of a Phantora run of the same configuration")
     p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--held-sms", action="store_true", help="also print NCCL kernels' blocks and GEMMs beside them "
+                   "(a profiler's trace only)")
     a = p.parse_args()
-    real = summarize(load_real(a.profile_dir / f"rank{a.rank}.json.gz"))
+    path = a.profile if a.profile.is_file() else a.profile / f"rank{a.rank}.json.gz"
+    if a.held_sms and not path.name.endswith(".trace.json.gz"):
+        raise SystemExit("--held-sms needs a profiler's Chrome trace (NAME.rankR.trace.json.gz): kernel lists keep no blocks")
+    real = summarize(load_real(path))
     sim = summarize(load_simulated(a.trace, a.rank))
     print(f"{'rank ' + str(a.rank):<26}{'real':>10}{'phantora':>10}{'error':>9}")
 
@@ -145,6 +208,8 @@ def main() -> int:
         rn, rt = real["nccl_ops"].get(op, (0, 0.0))
         sn, st = sim["nccl_ops"].get(op, (0, 0.0))
         row(f"  nccl {op} ({rn}/{sn} calls)", rt, st)
+    if a.held_sms:
+        held_sms(path)
     return 0
 
 

@@ -69,7 +69,9 @@ whose start S lies beyond the network's time waits, unplaced, and the streams be
 Such a kernel is a new end of the chain in Note [Conservative safe time] (whatever is behind it
 starts at or after S), so S joins the bound: the network advances to min(X, earliest waiting
 kernel start), the kernels due are placed (scaled by `compute_slowdown` if an operation with
-member start before S has not completed by S), and each placement tells the network that the GPU
+member start before S has not completed by S; a GEMM or attention kernel also by the held-SM factor
+if an NCCL call of its own rank was reached by its stream before S and has not ended, even while
+the call still waits for other members), and each placement tells the network that the GPU
 computes from S to the kernel's end (`mark_compute`), which slows that GPU's NCCL flows. A reply
 becomes final once its kernels are placed, as before; and a rank's clock is never behind the
 network's time (replies are released, and the rank counts in the bound, at its kernels' end).
@@ -127,7 +129,7 @@ from dataclasses import dataclass
 
 from phantora.engine.intervals import union_length
 from phantora.models.interference import NO_SHARING, GpuSharing
-from phantora.models.power import GpuPower, PowerCap
+from phantora.models.power import CLOCKED_CLASSES, GpuPower, PowerCap
 from phantora.models.network import CollectiveRequest, Completion, NetworkSimulator
 from phantora.protocol.errors import CollectiveMismatchError, DeadlockError, ProtocolError
 from phantora.protocol.symmetry import RankSymmetry
@@ -295,7 +297,7 @@ class _Stream:
 
 class _Rank:
     __slots__ = ("rank", "host_ns", "state", "streams", "marks", "sync", "sync_mark", "waits", "sleeps",
-                 "next_kernel_ns")
+                 "next_kernel_ns", "holding")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
@@ -303,6 +305,9 @@ class _Rank:
         self.next_kernel_ns = 0
         """The earliest start of the GPU's next kernel: its last placed kernel's end plus the sharing
         model's kernel gap (Note [One kernel at a time])."""
+        self.holding: list[tuple[_Call, float]] = []
+        """NCCL calls that hold SMs of the GPU (reached by their stream, not ended), with the factor by which
+        they slow a GEMM or attention kernel (Note [Compute beside NCCL])."""
         self.state = _ACTIVE
         self.streams: dict[int, _Stream] = {}
         self.marks: dict[int, _Mark] = {}
@@ -423,10 +428,15 @@ class Coordinator:
             s.waiting = False
             self._pump(s, due=True)
 
-    def _kernel_factor(self, rank: int, start_ns: int) -> float:
-        """Note [Compute beside NCCL]: the largest compute slowdown of the NCCL operations of `rank` in flight."""
-        return max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
-                    if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
+    def _kernel_factor(self, rk: _Rank, start_ns: int, kernel_class: str) -> float:
+        """Note [Compute beside NCCL]: the largest compute slowdown of the NCCL operations of `rk` in flight,
+        and for a GEMM or attention kernel, of its NCCL kernels that hold SMs while they wait for their peers."""
+        rank = rk.rank
+        factor = max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
+                      if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
+        if kernel_class in CLOCKED_CLASSES:
+            factor = max([factor, *(held for call, held in rk.holding if call.member_start_ns < start_ns)])
+        return factor
 
     def power(self, rank: int) -> GpuPower | None:
         """`rank`'s GPU's power state (its average demanded power, how much the cap slowed it); None without a cap."""
@@ -600,7 +610,7 @@ class Coordinator:
                         break
                     assert start == now, (start, now)
                     due = False
-                    duration = round(duration * self._kernel_factor(rank, start))
+                    duration = round(duration * self._kernel_factor(rk, start, item.kernel_class))
                     if self._power is not None:  # Note [Power cap]
                         duration = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes, duration)
                     if engine:
@@ -628,6 +638,10 @@ class Coordinator:
             else:  # an NCCL call: occupies the stream until `_complete` has seen all its operations end
                 if item.member_start_ns is None:
                     item.member_start_ns = max(item.host_ns + latency, s.tail_ns)
+                    if self._shared:
+                        held = max(self.sharing.held_sm_factor(rv.net_op, rv.size_bytes) for rv in item.parts)
+                        if held > 1.0:
+                            rk.holding.append((item, held))
                     for rv in item.parts:
                         rv.unreached -= 1
                         if rv.unreached == 0:
@@ -674,6 +688,8 @@ class Coordinator:
             call.remaining -= 1
             if call.remaining == 0:
                 s = call.stream
+                if s.rank.holding:
+                    s.rank.holding = [h for h in s.rank.holding if h[0] is not call]
                 assert s.queue and s.queue[0] is call
                 s.queue.popleft()
                 s.tail_ns = call.end_ns

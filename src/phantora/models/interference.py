@@ -10,7 +10,11 @@ run slower than alone. The model is two factors, applied by the coordinator and 
 - `compute_slowdown`: a compute kernel that starts while an NCCL operation of its GPU is in flight
   takes this many times its alone duration;
 - `nccl_slowdown`: while any member GPU of an NCCL operation runs compute, the operation's data
-  moves this many times slower.
+  moves this many times slower;
+- held SMs: an NCCL kernel takes its SMs (one thread block per channel) from the moment its stream
+  reaches it, also while it spins waiting for the other members to arrive. A GEMM or attention kernel
+  that starts then runs on the SMs left: `sm_count / (sm_count - channels)` times as long. Memory-bound
+  kernels need fewer SMs than the GPU has to saturate HBM and are not slowed by it.
 
 A GPU's factors are in its profile (specs/<gpu>/sharing.json). The H200's were fitted on kernel-level
 profiles of real training steps on 4x H200 (data/h200/e2e/step_profiles, benchmarks/e2e/compare_step.py):
@@ -23,10 +27,17 @@ DDP's all-reduces slow compute less and are slowed less than FSDP2's all-gathers
 (`by_op`). The kernel gap is fitted on the layer timeline of the 1.5B Llama on one GPU
 (data/h200/e2e/timelines): the profiles put part of it in larger gaps than the compute model's minimum and
 part in kernels that run slower in a step than alone (docs/coordinator.md "Kernel gap").
+
+Held SMs are not fitted: NCCL's kernels for every large collective in the TorchTitan profiles of
+data/h200/e2e/frameworks/profiles have 24 blocks of 103,808 B of shared memory, and the GEMMs beside them
+(cuBLAS's persistent nvjet kernels, one 188-213 KB block per SM) cannot share an SM with one. The same
+GEMM took 1.22-1.24 ms alone and 1.42-1.45 ms while an all-gather or reduce-scatter of its GPU waited for a
+late peer (132/108 = 1.22); docs/models/sharing.md.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -41,6 +52,10 @@ class GpuSharing:
     by_op: tuple[tuple[str, float, float], ...] = ()
     """(operation, compute_slowdown, nccl_slowdown) for the network operations ("all_reduce", ...) whose
     factors differ from the two above."""
+    nccl_channels: int = 0
+    """SMs a large NCCL kernel holds: its channels, one thread block each (0: none held)."""
+    sm_count: int = 0
+    """The GPU's SMs (its spec's `sm_count`; set when the profile is read)."""
     kernel_gap_ns: int = 0
     """Extra time between two back-to-back compute kernels of a busy GPU in a training step, beyond
     what each kernel's estimated duration already holds (the compute model adds the *minimum* gap,
@@ -53,15 +68,36 @@ class GpuSharing:
             raise ValueError(f"slowdown factors must be >= 1, got {self}")
         if self.kernel_gap_ns < 0:
             raise ValueError(f"kernel_gap_ns must be >= 0, got {self.kernel_gap_ns}")
+        if self.nccl_channels < 0 or self.sm_count < 0 or (self.sm_count and self.nccl_channels >= self.sm_count):
+            raise ValueError(f"nccl_channels must be >= 0 and below sm_count, got {self.nccl_channels} of {self.sm_count}")
 
     def compute_factor(self, op: str) -> float:
         """Duration factor of a compute kernel that starts while network operation `op` of its GPU is in flight."""
         return next((c for name, c, _ in self.by_op if name == op), self.compute_slowdown)
 
+    def held_sm_factor(self, op: str, size_bytes: int) -> float:
+        """Duration factor of a GEMM or attention kernel that starts while the NCCL kernel of network operation
+        `op` of `size_bytes` (nccl-tests' size) holds SMs of its GPU. NCCL gives a small operation fewer
+        channels: one per `NCCL_CHANNEL_MIN_BYTES`, as its tuning does for the Simple protocol (64 B per
+        thread, 512 threads). Point-to-point kernels (all-to-all, send/recv) run on fewer, unmeasured
+        channels: they hold none here."""
+        if not self.nccl_channels or op not in RING_COLLECTIVES:
+            return 1.0
+        if not self.sm_count:
+            raise ValueError("held SMs need the GPU's sm_count (the device profile sets it)")
+        channels = min(self.nccl_channels, max(1, math.ceil(size_bytes / NCCL_CHANNEL_MIN_BYTES)))
+        return self.sm_count / (self.sm_count - channels)
+
     def nccl_factors(self) -> dict[str, float]:
         """The operations whose `nccl_slowdown` differs from the default, with theirs."""
         return {name: n for name, _, n in self.by_op}
 
+
+RING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+"""Network operations whose NCCL kernels run on the communicator's collective channels (`nccl_channels`)."""
+
+NCCL_CHANNEL_MIN_BYTES = 64 * 512
+"""Bytes below which NCCL drops a channel (src/enqueue.cc: nBytes < channels x threads x threadThreshold)."""
 
 NO_SHARING = GpuSharing()
 """Compute and communication as if each had the GPU to itself."""

@@ -209,7 +209,18 @@ def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
     parts = {name: _part(root, key, name, borrow, absent, readers[name], empty.get(name)) for name in PART_FILES}
     if parts["power"].value is None and "power" not in absent:
         raise ProfileError(f"{where}: no power model: give power.json, [borrow] power or [absent] power")
-    return DeviceProfile(key=key, spec=_spec(key, toml, where), node=_node(toml, where), absent=absent, **parts)
+    spec = _spec(key, toml, where)
+    parts["sharing"] = _with_sm_count(parts["sharing"], spec, where)
+    return DeviceProfile(key=key, spec=spec, node=_node(toml, where), absent=absent, **parts)
+
+
+def _with_sm_count(sharing: Part[GpuSharing], spec: GpuSpec, where: str) -> Part[GpuSharing]:
+    """The sharing model with this GPU's own SM count: the NCCL kernels' held SMs are a share of it."""
+    try:
+        value = dataclasses.replace(sharing.value, sm_count=spec.sm_count)
+    except ValueError as error:
+        raise ProfileError(f"{where}: {sharing.source}: {error}") from None
+    return dataclasses.replace(sharing, value=value)
 
 
 def _part(root: Traversable, key: str, name: str, borrow: Mapping[str, str], absent: Mapping[str, str],

@@ -406,7 +406,8 @@ def make_programs(seed: int, n: int) -> list[list]:
         stream = rng.randrange(3)
         if kind < 0.45:
             dur = rng.randrange(0, 200_000)
-            progs[r].append((cost, lambda h, s=stream, d=dur: KernelRecord(s, h, d, "k", 1.0, 2.0)))
+            cls = "gemm" if stream == 0 else "elementwise"  # GEMMs are slowed by held SMs, elementwise kernels not
+            progs[r].append((cost, lambda h, s=stream, d=dur, c=cls: KernelRecord(s, h, d, "k", 1.0, 2.0, c)))
         elif kind < 0.6:
             events[r] += 1
             progs[r].append((cost, lambda h, e=events[r], s=stream: EventRecordRecord(e, s, h)))
@@ -503,10 +504,11 @@ def test_identical_results_for_any_interleaving(program_seed, n):
 
 @pytest.mark.parametrize("program_seed,n", [(4, 4), (5, 8)])
 def test_identical_results_for_any_interleaving_with_compute_beside_nccl(program_seed, n):
-    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0, nccl_channels=24, sm_count=132)
     programs = make_programs(program_seed, n)
     reference = simulate(programs, n, None, sharing=sharing)
     assert reference != simulate(programs, n, None)  # the slowdowns change the schedule
+    assert reference != simulate(programs, n, None, sharing=GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0))  # held SMs too
     for seed in range(6):
         assert simulate(programs, n, 1000 * program_seed + seed, sharing=sharing) == reference
 
@@ -667,6 +669,32 @@ def test_kernels_that_start_while_nccl_is_in_flight_are_slowed():
                  K(0, 2000, 100, "after"), SYNC(1, 2000)])
     assert times(c.spans(0, 0)) == [("same_start", 0, 100), ("during", 500, 650), ("after", 2000, 2100)]
     assert net.compute == [(0, 0, 100), (0, 500, 650), (0, 2000, 2100)]
+
+
+def test_gemms_are_slowed_by_the_sms_an_nccl_kernel_holds_while_it_waits_for_a_late_peer():
+    """Note [Compute beside NCCL]: rank 0's all-reduce holds 24 of 132 SMs from 0, while rank 1 arrives only at
+    10_000; a GEMM then runs on 108 SMs, an elementwise kernel (memory-bound) at its speed, and once the
+    operation is on the network every kernel takes `compute_slowdown`."""
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0, nccl_channels=24, sm_count=132)
+    c = Coordinator(2, BusyRecordingNetwork(), sharing=sharing)
+    size = 1 << 20  # large enough for all 24 channels; FixedNetwork: on the network from 10_000 for `size` ns
+    c.submit(1, [AR(1, 10_000, (0, 1), 0, size), RankFinished(10_000)])
+    gemm = lambda host, name: KernelRecord(0, host, 1000, name, kernel_class="gemm")
+    c.submit(0, [AR(1, 0, (0, 1), 0, size), gemm(100, "waiting"),
+                 KernelRecord(0, 2000, 1000, "elementwise", kernel_class="elementwise"),
+                 gemm(20_000, "on_network"), gemm(2_000_000, "after"), SYNC(1, 2_000_000)])
+    assert times(c.spans(0, 0)) == [("waiting", 100, 1322), ("elementwise", 2000, 3000),
+                                    ("on_network", 20_000, 21_500), ("after", 2_000_000, 2_001_000)]
+
+
+def test_a_small_nccl_operation_holds_fewer_sms():
+    sharing = GpuSharing(nccl_channels=24, sm_count=132)
+    assert sharing.held_sm_factor("all_gather", 1 << 30) == pytest.approx(132 / 108)
+    assert sharing.held_sm_factor("all_reduce", 8192) == pytest.approx(132 / 131)  # NCCL runs it on one channel
+    assert sharing.held_sm_factor("send_recv", 1 << 30) == 1.0  # point-to-point channels: not measured
+    assert GpuSharing().held_sm_factor("all_gather", 1 << 30) == 1.0
+    with pytest.raises(ValueError, match="below sm_count"):
+        GpuSharing(nccl_channels=132, sm_count=132)
 
 
 def test_a_kernel_beside_an_operation_with_its_own_factor_is_slowed_by_that_factor():

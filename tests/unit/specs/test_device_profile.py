@@ -70,7 +70,7 @@ def test_the_h200_profile_holds_the_constants_the_models_were_fitted_with():
     h200 = load_profile("h200")
     assert h200.power.value == PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827, pj_per_byte=120.0)
     assert h200.sharing.value == GpuSharing(compute_slowdown=1.45, nccl_slowdown=2.0, kernel_gap_ns=1500,
-                                            by_op=(("all_reduce", 1.23, 1.42),))
+                                            by_op=(("all_reduce", 1.23, 1.42),), nccl_channels=24, sm_count=132)
     nccl = h200.nccl.value
     expected = NcclTuning(
         launch_overhead_ns=31_000,
