@@ -1,5 +1,5 @@
 """Prints, as one `PROBE {json}` line, what a rank process can observe of how it was started (tests/integration/
-test_fork_server.py compares a rank forked from the fork server with one started by exec)."""
+test_forked_ranks.py compares a rank forked from the fork server with one started by exec)."""
 import json
 import multiprocessing
 import os
