@@ -192,3 +192,13 @@ def test_imports_inside_functions_and_relative_imports_count(tmp_path):
              "phantora.runtime": tmp_path / "__init__.py"}
     assert imported_modules("phantora.runtime.mod", source, known) == {
         "phantora.engine", "phantora.engine.coordinator", "phantora.runtime", "phantora.runtime.sibling"}
+
+
+def test_test_files_have_unique_basenames():
+    """pytest imports test modules by basename (rootdir-relative packages are not used here): two test files of one
+    name in different tiers stop the whole suite's collection."""
+    from collections import Counter
+
+    tests = Path(__file__).resolve().parents[1]
+    names = Counter(p.name for p in tests.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
