@@ -64,6 +64,17 @@ def gpus() -> list[dict[str, str]]:
     return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.splitlines()]
 
 
+def cpu_model() -> str:
+    """This machine's CPU, as /proc/cpuinfo names it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine() -> dict[str, Any]:
     """The host: its name, CPU count, Python and GPUs."""
     return {"hostname": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(), "gpus": gpus()}

@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.common.env import write_meta
+from benchmarks.common.env import cpu_model, write_meta
 from benchmarks.common.paths import REPO
 
 WORKLOADS: dict[str, list[str]] = {
@@ -85,16 +85,6 @@ def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
     first, second = least_cpu(WORKLOADS[workload], few, repeat), least_cpu(WORKLOADS[workload], many, repeat)
     per_op_s = (second.cpu_s - first.cpu_s) / (second.ops - first.ops)
     return Cost(workload, (first, second), round(per_op_s * 1e6, 1), round(first.cpu_s - per_op_s * first.ops, 2))
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:

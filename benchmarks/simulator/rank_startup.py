@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.common.env import write_meta
+from benchmarks.common.env import cpu_model, write_meta
 from benchmarks.common.paths import REPO
 
 PROGRAM = """\
@@ -83,16 +83,6 @@ def run_once(ranks: int, fork_server: bool, program: Path, out: Path) -> Run:
                          f"{ready} of {ranks} ranks ready")
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return Run(ranks, fork_server, ready_s, exit_s, cpu)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
