@@ -27,14 +27,21 @@ imports. Everything a rank can observe must be as if it had been started directl
   with `sys.argv` the program's, so `runpy` runs it as `__main__` as the direct rank does.
 A process with threads cannot fork safely (a lock held by another thread stays held in the child), so the
 zygote refuses to start if importing left any thread running.
+On a CUDA build of torch, asking for the device count (`torch.cuda.is_available()`, which importing
+`torch.utils.cpp_extension` does) marks every later fork of the process as a "bad fork" in which CUDA cannot be
+initialised; the simulated CUDA layer of a rank initialises it (runtime/cuda_api.py). So the zygote asks in a
+throwaway child and answers its imports with that count (`_device_count_asked_apart`): the rank, like a rank
+started by exec, asks for real when it asks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
 import sys
+from collections.abc import Callable, Iterator
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Set for the zygote's own start (cli/fork_server.py), never the ranks'."""
@@ -59,9 +66,44 @@ def preload() -> None:
 
     from phantora.runtime import bootstrap, native
 
-    for name in [*(f"phantora.runtime.{module}" for module in bootstrap.RUNTIME_MODULES), *LATE_IMPORTS]:
-        importlib.import_module(name)  # in the order a rank imports them
-    native.load_shim()
+    with _device_count_asked_apart():
+        for name in [*(f"phantora.runtime.{module}" for module in bootstrap.RUNTIME_MODULES), *LATE_IMPORTS]:
+            importlib.import_module(name)  # in the order a rank imports them
+        native.load_shim()
+
+
+@contextlib.contextmanager
+def _device_count_asked_apart() -> Iterator[None]:
+    """While importing, torch's CUDA device count is the one a throwaway child got (Note [A rank forked from the
+    zygote is a rank started by exec]): asking in this process would make every rank a bad fork."""
+    import torch
+
+    asked = getattr(torch._C, "_cuda_getDeviceCount", None)
+    if asked is None:  # a CPU build: nothing to ask, nothing marked
+        yield
+        return
+    count = _in_a_child(asked)
+    torch._C._cuda_getDeviceCount = lambda: count
+    try:
+        yield
+    finally:
+        torch._C._cuda_getDeviceCount = asked
+
+
+def _in_a_child(ask: Callable[[], int]) -> int:
+    """`ask()` run in a child process that exits at once; its answer."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, str(ask()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return int(text or 0)
 
 
 def threads() -> int:
