@@ -160,7 +160,8 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "variant": _variant(gpu),
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node},
         "world_size": world_size, "representative_ranks": len(ran), "exit_code": exit_code, "complete": complete,
-        "ranks_reported": len(results),
+        # ranks that wrote their result themselves (the launcher writes a killed rank's known peaks: launch.py)
+        "ranks_reported": sum("written_by" not in r for r in results.values()),
         "simulated_time_s": sim_s,
         "asleep_s": asleep_ns / NS_PER_S,
         "gpu_busy_fraction": _mean(rows, "busy_fraction"),

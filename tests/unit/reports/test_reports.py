@@ -90,6 +90,17 @@ def summarise(c, tmp_path, **overrides):
     return build_summary(**kwargs)
 
 
+def test_a_result_the_launcher_wrote_for_a_killed_rank_is_not_a_reported_rank(tmp_path):
+    """The launcher writes a killed rank's last known peaks as its result file (cli/launch.py `_write_known_peaks`):
+    its memory shows, but the rank did not report."""
+    for rank, extra in ((0, {}), (1, {"written_by": "the launcher"})):
+        (tmp_path / f"rank{rank}").mkdir()
+        (tmp_path / f"rank{rank}" / "result.json").write_text(json.dumps(
+            {"rank": rank, "devices": [{"peak_allocated_bytes": 1 << 30, "peak_reserved_bytes": 2 << 30}], **extra}))
+    s = summarise(two_ranks(), tmp_path)
+    assert s["ranks_reported"] == 1 and s["peak_reserved_gib"] == 2.0
+
+
 def test_summary_with_partial_results(tmp_path):
     (tmp_path / "rank0").mkdir()
     (tmp_path / "rank0" / "result.json").write_text(json.dumps({
