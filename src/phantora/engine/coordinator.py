@@ -434,8 +434,9 @@ class Coordinator:
         rank = rk.rank
         factor = max((self.sharing.compute_factor(rv.net_op) for rv in self._in_network.values()
                       if rv.start_ns < start_ns and rank in rv.key[1]), default=1.0)
-        if kernel_class in CLOCKED_CLASSES:
-            factor = max([factor, *(held for call, held in rk.holding if call.member_start_ns < start_ns)])
+        if rk.holding and kernel_class in CLOCKED_CLASSES:
+            factor = max(factor, max((held for call, held in rk.holding if call.member_start_ns < start_ns),
+                                     default=1.0))
         return factor
 
     def power(self, rank: int) -> GpuPower | None:
