@@ -26,3 +26,7 @@ def test_module_optimizer_clip_loader_and_backward_costs(phantora):
     seed = C.launch_ns + C.framework_ns + C.alloc_output_ns
     engine = 3 * C.autograd_node_ns + 2 * C.view_ns + 2 * (C.launch_ns + C.alloc_output_ns)
     assert took["backward"] == seed + engine
+    # a custom Function's backward is Python the engine calls: its op pays the Python binding as in a forward
+    # (runtime/issuer.py); SumBackward0's expand and AccumulateGrad's detach stay the engine's
+    custom = 3 * C.autograd_node_ns + 2 * C.view_ns + (C.launch_ns + C.framework_ns + C.alloc_output_ns)
+    assert took["custom_backward"] == seed + custom

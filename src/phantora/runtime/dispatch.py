@@ -84,6 +84,7 @@ from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.cuda_checks import check_like_cuda
 from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
+from phantora.runtime.issuer import issued_from_python
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import CostedOp, Session
 from phantora.runtime.shadows import makes_known_values, shadows
@@ -230,8 +231,10 @@ def op_traits(func: torch._ops.OpOverload) -> OpTraits:
 def issued_by_engine(node: Any) -> bool:
     """Whether the autograd engine itself issues the op running now (`node`: the autograd node running,
     `torch._C._current_autograd_node()`); inside a node with grad mode on, Python is recomputing a forward
-    (activation checkpointing) or recording a graph, so its ops count as issued from Python."""
-    return node is not None and not torch.is_grad_enabled()
+    (activation checkpointing) or recording a graph, so its ops count as issued from Python, and so do the
+    ops of the program's Python that the engine calls: a custom Function's backward, a hook (issuer.py
+    Note [Python in the backward pass])."""
+    return node is not None and not torch.is_grad_enabled() and not issued_from_python()
 
 class KernelRecorder:
     """Turns ops on fake CUDA tensors into allocations and kernels of the session."""

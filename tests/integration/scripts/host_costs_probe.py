@@ -27,6 +27,22 @@ x = torch.ones(8, device="cuda", requires_grad=True)
 z = x.sin().sum()
 
 
+class TimesTwo(torch.autograd.Function):
+    """A custom Function: its backward is Python the engine calls (Megatron's layers are made of these)."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+y = torch.ones(8, device="cuda", requires_grad=True)
+custom = TimesTwo.apply(y).sum()
+
+
 def modules():
     for _ in range(100):
         identity(a)
@@ -47,5 +63,6 @@ result = {
     "adds_after_next": took(adds),
     "adds_again": took(adds),
     "backward": took(z.backward),
+    "custom_backward": took(custom.backward),
 }
 print("HOST " + json.dumps(result), flush=True)
