@@ -43,14 +43,14 @@ class Fit:
 
 FITS = (
     Fit("kernels", "benchmarks.kernels.fit", ("kernels/micro", "kernels/in_step"), gpus=None),
-    Fit("gemm_kernels", "benchmarks.kernels.gemm_kernels", ("kernels/gemm_kernels", "host/first_launch"), ("--write",)),
-    Fit("collectives", "benchmarks.collectives.fit", ("collectives/nccl",)),
+    Fit("gemm_kernels", "benchmarks.kernels.gemm_kernels", ("kernels/gemm_kernels",), ("--write",), gpus=None),
+    Fit("collectives", "benchmarks.collectives.fit", ("collectives",), gpus=None),
     Fit("host_context", "benchmarks.host.fit_context", ("host/launch_bound", "host/phases", "host/leases")),
     Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases")),
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases")),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases")),
     Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
-    Fit("power", "benchmarks.power.fit", ("power/nvml",)),
+    Fit("power", "benchmarks.power.fit", ("power/nvml",), gpus=None),
 )
 """Every fit, in the order they depend on each other."""
 
@@ -130,10 +130,29 @@ def table_report(gpu: str, name: str, new_path: Path) -> list[str]:
     return changed(json.loads(old_path.read_text()), json.loads(new_path.read_text()))
 
 
-def report(gpu: str, specs: Path) -> dict[str, list[str]]:
-    """File name -> what changed in it against the shipped one (only files the fits wrote)."""
+def working_copy(gpu: str, specs: Path) -> dict[str, int]:
+    """Copy the GPU's shipped specs folder into `specs` (a fit replaces only the fields it fits, so the others must
+    be there) and return its files' modification times."""
+    if (SPECS / gpu).is_dir():
+        shutil.copytree(SPECS / gpu, specs / gpu)
+    else:
+        (specs / gpu).mkdir()
+    return modified(specs / gpu)
+
+
+def modified(folder: Path) -> dict[str, int]:
+    """File name -> its modification time (ns), to tell afterwards which files the fits wrote."""
+    return {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+
+
+def report(gpu: str, specs: Path, before: dict[str, int]) -> dict[str, list[str]]:
+    """File name -> what changed in it against the shipped one (only files the fits wrote: new, or modified since
+    `before`)."""
     out = {}
-    for path in sorted((specs / gpu).iterdir()):
+    for name, mtime in sorted(modified(specs / gpu).items()):
+        if before.get(name) == mtime:
+            continue  # no fit wrote it
+        path = specs / gpu / name
         if path.name in TABLES:
             out[path.name] = table_report(gpu, path.name, path)
         elif path.stem in MODELS:
@@ -150,7 +169,7 @@ def main() -> int:
     chosen = [f for f in FITS if not args.only or f.name in args.only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         specs = Path(tmp)
-        (specs / args.gpu).mkdir()
+        before = working_copy(args.gpu, specs)
         failed: list[str] = []
         for fit in chosen:
             if fit.gpus is not None and args.gpu not in fit.gpus:
@@ -164,7 +183,7 @@ def main() -> int:
             failed.extend([] if seconds is not None else [fit.name])
             print(f"{fit.name}: {fit.module} " + (f"({seconds:.0f} s)" if seconds is not None else "FAILED (its "
                                                   "output above, on stderr)"), flush=True)
-        changes = report(args.gpu, specs)
+        changes = report(args.gpu, specs, before)
         for name, lines in changes.items():
             print(f"src/phantora/specs/{args.gpu}/{name}: " + ("unchanged" if not lines else f"{len(lines)} changed"))
             print("\n".join(lines)) if lines else None

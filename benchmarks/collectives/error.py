@@ -1,9 +1,11 @@
-"""Network model vs measured NCCL collective times on H200 SXM (predicted, measured, error per op and size).
+"""Network model vs measured NCCL collective times of one GPU model (predicted, measured, error per op and size).
 
-    python -m benchmarks.collectives.error [--min-bytes 1048576] [--all]
+    python -m benchmarks.collectives.error [--gpu h200] [--min-bytes 1048576] [--all]
 
-Reference: data/h200/collectives/nccl/nccl_{2,4}.jsonl, rows {"op", "world", "bytes", "seconds"}, measured on 2 and 4
-H200 SXM of one NVSwitch node (NV18 all pairs), NCCL 2.28.9, NCCL_NVLS_ENABLE=0. `bytes` follows
+Reference (`reference_dir`): a GPU's nccl_<world>.jsonl files, rows {"op", "world", "bytes", "seconds"},
+NCCL_NVLS_ENABLE=0: data/<gpu>/collectives/nccl_isolated/ (measure_nccl.py, each call alone, as the network model
+predicts one), but for the H200 data/h200/collectives/nccl/ (2 and 4 H200 SXM of one NVSwitch node, NV18 all pairs,
+NCCL 2.28.9). `bytes` follows
 nccl-tests' convention, the same as the model's `size_bytes` (nccl.SIZE_CONVENTION): all_gather's is the
 gathered output, reduce_scatter's the full input, all_to_all's each rank's whole input; the busbw
 column (nccl-tests formulas) shows it: with the other readings all_gather on 2 GPUs would exceed
@@ -32,10 +34,12 @@ from phantora.models.network import (
     NetworkSimulator,
     Topology,
 )
+from phantora.specs import known_gpus
 from phantora.specs.cluster import cluster_from_flags
 
-NCCL_DATA = data_dir("h200", "collectives", "nccl")
-REFERENCE_FILES = (NCCL_DATA / "nccl_2.jsonl", NCCL_DATA / "nccl_4.jsonl")
+REFERENCE = {"h200": data_dir("h200", "collectives", "nccl")}
+"""The measurements a GPU's NCCL constants are fitted on and checked against, where they are not its nccl_isolated/:
+the H200's reference set was taken before measure_nccl.py existed (its nccl_isolated/ checks how it was timed)."""
 FLOOR_MAX_BYTES = 256 * 1024
 GPU_BOUND_FACTOR = 1.5
 LARGE_BYTES = 64 << 20
@@ -58,7 +62,18 @@ class Row:
     measured_s: float
 
 
-def load_rows(files=REFERENCE_FILES) -> list[Row]:
+def reference_dir(gpu: str) -> Path:
+    """The folder of `gpu`'s reference measurements."""
+    return REFERENCE.get(gpu) or data_dir(gpu, "collectives", "nccl_isolated")
+
+
+def load_rows(gpu: str) -> list[Row]:
+    """Every row of `gpu`'s nccl_<world>.jsonl files, worlds ascending."""
+    files = sorted(reference_dir(gpu).glob("nccl_*.jsonl"), key=lambda f: int(f.stem.removeprefix("nccl_")))
+    if not files:
+        what = reference_dir(gpu).name
+        raise SystemExit(f"data/{gpu}/collectives/{what}: no nccl_<world>.jsonl (benchmarks/common/run_subject.sh "
+                         f"collectives {what}, on that GPU)")
     rows = []
     for f in files:
         for line in Path(f).read_text().splitlines():
@@ -76,9 +91,10 @@ def series_floors(rows: list[Row]) -> dict[tuple[str, int], float]:
     return out
 
 
-def predict_s(row: Row, tuning: NcclTuning | None = None) -> tuple[float, str]:
-    """Simulated time of one reference row on a single H200 node with `row.world` GPUs."""
-    topo = Topology(cluster_from_flags(gpu="h200", nodes=1, gpus_per_node=row.world))
+def predict_s(row: Row, gpu: str, tuning: NcclTuning | None = None) -> tuple[float, str]:
+    """Simulated time of one reference row on a single node of `gpu` with `row.world` GPUs (its shipped NCCL
+    constants unless `tuning` is given)."""
+    topo = Topology(cluster_from_flags(gpu=gpu, nodes=1, gpus_per_node=row.world))
     net = NetworkSimulator(topo, NcclModel(topo, tuning))
     group = tuple(range(row.world))
     if row.op == "sendrecv":
@@ -100,10 +116,11 @@ def _fmt_size(n: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="h200", choices=known_gpus(), help="whose measurements")
     ap.add_argument("--min-bytes", type=int, default=1 << 20, help="smallest size counted in the summary")
     ap.add_argument("--all", action="store_true", help="also print rows below --min-bytes")
     args = ap.parse_args()
-    rows = load_rows()
+    rows = load_rows(args.gpu)
     floors = series_floors(rows)
     print(f"{'op':<15}{'n':>2} {'size':>9} {'measured us':>12} {'predicted us':>13} {'error':>8}  "
           f"{'busbw GB/s':>10}  choice")
@@ -113,7 +130,7 @@ def main() -> None:
     for r in rows:
         if r.size_bytes < args.min_bytes and not args.all:
             continue
-        pred, choice = predict_s(r)
+        pred, choice = predict_s(r, args.gpu)
         err = (pred - r.measured_s) / r.measured_s * 100
         busbw = r.size_bytes / r.measured_s * _BUS_FACTOR[r.op](r.world) / 1e9
         gpu_bound = r.measured_s >= GPU_BOUND_FACTOR * floors[(r.op, r.world)]

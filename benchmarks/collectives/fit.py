@@ -1,6 +1,6 @@
-"""Fit the network model's few free NCCL constants to the H200 reference measurements.
+"""Fit the network model's few free NCCL constants to one GPU model's collective measurements.
 
-    python -m benchmarks.collectives.fit [--points all|gpu-bound] [--specs DIR]
+    python -m benchmarks.collectives.fit [--gpu h200] [--points all|gpu-bound] [--specs DIR]
 
 Fitted (everything else is NCCL's own tuning table or a datasheet value, see config.py):
   launch_overhead_us      fixed cost of every collective (launch, proxy, first-chunk sync)
@@ -11,12 +11,14 @@ Fitted (everything else is NCCL's own tuning table or a datasheet value, see con
   local_copy_gbytes_per_s rate of the own-chunk copy/reduce in ring kernels (S/n bytes, serial)
   nvlink_step_scale       multiplier on NCCL's per-step NVLink latencies (hwLat NVLINK Ring)
 
+Data: the GPU's reference measurements (benchmarks/collectives/error.py's `reference_dir`); the H200's cover 2 and
+4 GPUs. Where they cover 2 GPUs only, a ring has one step, and the per-step NVLink latency rests on that one step.
 Objective: mean squared relative error of the simulated time (benchmarks/collectives/error.py's
 `predict_s`, i.e. the real simulator) over all sizes >= 1 MiB (the benchmark's target); with
 `--points gpu-bound` only over points whose measured time is >= 1.5x the small-message floor of their
 series (the fit then ignores points where the measurement shows a per-call floor; it lands on nearly
 the same constants). Method: deterministic coordinate descent over fixed grids, from the
-values in config.py, until no coordinate improves. Writes the fitted NcclTuning fields to
+GPU's shipped values, until no coordinate improves. Writes the fitted NcclTuning fields to
 src/phantora/specs/<gpu>/nccl.json (benchmarks/common/fitted.py).
 """
 
@@ -28,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.collectives.error import GPU_BOUND_FACTOR, NCCL_DATA, load_rows, predict_s, series_floors
+from benchmarks.collectives.error import GPU_BOUND_FACTOR, load_rows, predict_s, reference_dir, series_floors
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import SPECS, relative
 from phantora.models.network.config import NcclTuning, PerProtocol
-from phantora.specs import load_profile
+from phantora.specs import known_gpus, load_profile
 
 NCCL_SIMPLE_BASE_US = 8.4  # NCCL tuning.cc baseLat Ring/Tree Simple
 NCCL_NVLINK_STEP_US = PerProtocol(ll=0.6, ll128=1.9, simple=3.4)  # NCCL tuning.cc hwLat NVLINK Ring
@@ -64,8 +66,8 @@ def params_of(t: NcclTuning) -> dict[str, float]:
     }
 
 
-def tuning_of(p: dict[str, float], base: NcclTuning | None = None) -> NcclTuning:
-    base = base or load_profile("h200").nccl.value
+def tuning_of(p: dict[str, float], base: NcclTuning) -> NcclTuning:
+    """`base` with the fitted fields set from the grid coordinates `p`."""
     simple_base_ns = int(round((NCCL_SIMPLE_BASE_US + p["simple_extra_us"]) * 1000))
     return replace(
         base,
@@ -84,22 +86,25 @@ def tuning_of(p: dict[str, float], base: NcclTuning | None = None) -> NcclTuning
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="h200", choices=known_gpus(),
+                    help="whose measurements, and whose specs/<gpu>/nccl.json is written")
     ap.add_argument("--points", choices=("all", "gpu-bound"), default="all")
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
     ap.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = ap.parse_args()
-    rows = load_rows()
+    rows = load_rows(args.gpu)
+    start = load_profile(args.gpu).nccl.value
     floors = series_floors(rows)
     pts = [r for r in rows if r.size_bytes >= args.min_bytes
            and (args.points == "all" or r.measured_s >= GPU_BOUND_FACTOR * floors[(r.op, r.world)])]
     measured = np.array([r.measured_s for r in pts])
 
     def objective(p: dict[str, float]) -> float:
-        t = tuning_of(p)
-        pred = np.array([predict_s(r, t)[0] for r in pts])
+        t = tuning_of(p, start)
+        pred = np.array([predict_s(r, args.gpu, t)[0] for r in pts])
         return float(np.mean(((pred - measured) / measured) ** 2))
 
-    p = params_of(load_profile("h200").nccl.value)
+    p = params_of(start)
     best = objective(p)
     print(f"fitting {len(pts)} points ({args.points}, sizes >= {args.min_bytes} B); start rms {best ** 0.5:.4f}")
     improved = True
@@ -114,11 +119,13 @@ def main() -> None:
                 if obj < best - 1e-12:
                     best, p, improved = obj, q, True
         print(f"round {rounds}: rms relative error {best ** 0.5:.4f}  " + "  ".join(f"{k}={v:.4g}" for k, v in p.items()))
-    t = tuning_of(p)
-    print(f"effective Simple NVLink bandwidth: {450 * t.nvlink_efficiency:.0f} GB/s per direction")
+    t = tuning_of(p, start)
+    nvlink_gbytes_per_s = load_profile(args.gpu).node.nvlink_bandwidth_bytes_per_s / 1e9
+    print(f"effective Simple NVLink bandwidth: {nvlink_gbytes_per_s * t.nvlink_efficiency:.0f} GB/s per direction")
     constants = {name: value for name, value in asdict(t).items() if name in FITTED}
-    source = f"benchmarks/collectives/fit.py on {relative(NCCL_DATA)}"
-    print(f"wrote {update_fitted('h200', 'nccl', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+    source = f"benchmarks/collectives/fit.py on {relative(reference_dir(args.gpu))}"
+    written = update_fitted(args.gpu, "nccl", constants, dict.fromkeys(constants, source), specs_root=args.specs)
+    print(f"wrote {written}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Build the H200's table of cuBLAS kernel choices for the MoE's expert GEMMs and fit what a first launch costs.
+"""Build a GPU's table of cuBLAS kernel choices for the MoE's expert GEMMs and fit what a first launch costs.
 
-Table (models/gemm_kernels.py, Note [First launch of a cuBLAS kernel]): data/h200/kernels/gemm_kernels/ holds
+Table (models/gemm_kernels.py, Note [First launch of a cuBLAS kernel]): data/<gpu>/kernels/gemm_kernels/ holds
 every row count m from 7600 to 8800 through moe_a2a.py's expert FFN, forward and backward, with each `aten.mm`'s
 inputs and the kernel it launched (`benchmarks/host/measure_first_launch.py --sweep`). Per family (the inputs with
 m free) the kernel is stored as runs over m. With --write it goes to src/phantora/specs/<gpu>/gemm_kernels.json.
+Each GPU model has its own table: cuBLAS picks kernels per architecture and SM count.
 
 Fit: data/h200/host/first_launch/ replayed the row counts that each rank's experts got in moe_ep4's timeline
 (data/h200/e2e/timelines/runs/2026-11-22-35/moe_ep4), in fresh processes, twice (the second pass has seen every
@@ -13,9 +14,10 @@ on the GEMM problems it ran for the first time: the costs of a first kernel laun
 algorithm selection. Both leases' probes were uncontended, so the costs are scaled to the mean host by the
 contention model's mean factor. With --write, `gemm_kernel_load_ns` goes to src/phantora/specs/<gpu>/host.json
 (benchmarks/common/fitted.py); the new problem's cost is printed beside `gemm_select_ns`, which
-data/h200/host/moe/ measures directly.
+data/h200/host/moe/ measures directly. The constant is a host cost: a GPU without replays of its own (the H100)
+gets its table only, and its host model, with that constant, stays the one its profile borrows.
 
-    python -m benchmarks.kernels.gemm_kernels [--write] [--specs DIR]
+    python -m benchmarks.kernels.gemm_kernels [--gpu h200] [--write] [--specs DIR]
 """
 
 from __future__ import annotations
@@ -31,15 +33,24 @@ import numpy as np
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import SPECS, data_dir, relative
 from phantora.models.gemm_kernels import FORMAT, FREE, GemmKernelTable
-from phantora.specs import load_profile
+from phantora.specs import known_gpus, load_profile
 
-GPU = "h200"
-SWEEP = data_dir(GPU, "kernels", "gemm_kernels", "sweep.json.gz")
-FIRST_LAUNCH = data_dir(GPU, "host", "first_launch")
-REPLAYS = [FIRST_LAUNCH / f"replay_lazy_r{rank}.json" for rank in range(4)]
 TABLE = "gemm_kernels.json"
 """The table's file in src/phantora/specs/<gpu>/."""
 OP = "aten.mm"
+
+
+def sweep_path(gpu: str) -> Path:
+    return data_dir(gpu, "kernels", "gemm_kernels", "sweep.json.gz")
+
+
+def first_launch_dir(gpu: str) -> Path:
+    return data_dir(gpu, "host", "first_launch")
+
+
+def replays(gpu: str) -> list[Path]:
+    """The replays of moe_ep4's row counts, one per rank (none where the GPU has none)."""
+    return sorted(first_launch_dir(gpu).glob("replay_lazy_r*.json"))
 
 
 def gemm_kernel(names: list[str]) -> str:
@@ -53,7 +64,7 @@ def layout(inputs: list, m: int) -> list:
     return [[free(shape), free(stride), dtype.removeprefix("torch.")] for shape, stride, dtype in inputs]
 
 
-def build_table(sweep: dict) -> dict:
+def build_table(sweep: dict, gpu: str) -> dict:
     families: dict[str, dict[int, str]] = {}
     for call in sweep["gemms"]:
         key = json.dumps(layout(call["inputs"], call["m"]))
@@ -70,9 +81,9 @@ def build_table(sweep: dict) -> dict:
             raise SystemExit(f"gaps in the sweep of {key}")
         runs = [[m, index[by_m[m]]] for i, m in enumerate(sizes) if i == 0 or by_m[m] != by_m[sizes[i - 1]]]
         out.append({"op": OP, "inputs": json.loads(key), "sizes": [sizes[0], sizes[-1]], "runs": runs})
-    return {"format": FORMAT, "version": 1, "gpu": "h200",
-            "measured": f"{relative(SWEEP)}: benchmarks/host/measure_first_launch.py --sweep "
-                        f"{sweep['sweep'][0]} {sweep['sweep'][1]} (torch 2.11.0+cu130, one H200)",
+    return {"format": FORMAT, "version": 1, "gpu": gpu,
+            "measured": f"{relative(sweep_path(gpu))}: benchmarks/host/measure_first_launch.py --sweep "
+                        f"{sweep['sweep'][0]} {sweep['sweep'][1]} (torch {sweep['torch']}, one {gpu.upper()})",
             "kernels": names, "families": out}
 
 
@@ -126,12 +137,18 @@ def round_to(ns: float, step: int) -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpu", default="h200", choices=known_gpus(),
+                   help="whose sweep (and replays), and whose specs/<gpu>/ is written")
     p.add_argument("--write", action="store_true",
-                   help=f"write specs/{GPU}/{TABLE} and the first-launch constant in specs/{GPU}/host.json")
+                   help=f"write specs/<gpu>/{TABLE} and, where the GPU has replays, the first-launch constant in "
+                        "specs/<gpu>/host.json")
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
-    sweep = json.loads(gzip.decompress(SWEEP.read_bytes()))
-    data = build_table(sweep)
+    if not sweep_path(args.gpu).is_file():
+        raise SystemExit(f"no {relative(sweep_path(args.gpu))} (benchmarks/common/run_subject.sh kernels gemm_kernels, "
+                         "on that GPU)")
+    sweep = json.loads(gzip.decompress(sweep_path(args.gpu).read_bytes()))
+    data = build_table(sweep, args.gpu)
     table = GemmKernelTable.from_dict(data)
     gemms = problems_by_size(sweep)
     mismatched = sum(table.kernel(OP, [(tuple(s), tuple(st), d.removeprefix("torch.")) for s, st, d in c["inputs"]])
@@ -139,8 +156,22 @@ def main() -> None:
     runs = sum(len(f["runs"]) for f in data["families"])
     print(f"{len(data['families'])} families, {len(data['kernels'])} kernels, {runs} runs over m "
           f"{sweep['sweep'][0]}-{sweep['sweep'][1]}; table lookups that miss the sweep: {mismatched}")
-    rows = [row for path in REPLAYS for row in replay_rows(table, gemms, json.loads(path.read_text()))]
-    profile = load_profile(GPU)
+    if args.write:
+        out = args.specs / args.gpu / TABLE
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+        print(f"wrote {out} ({out.stat().st_size} bytes)")
+    if not replays(args.gpu):
+        print(f"no replays in {relative(first_launch_dir(args.gpu))}: the first-launch cost is not fitted for "
+              f"{args.gpu} (its host model's gemm_kernel_load_ns stays)")
+        return
+    fit_first_launch(args, table, gemms)
+
+
+def fit_first_launch(args: argparse.Namespace, table: GemmKernelTable, gemms: dict) -> None:
+    """The first-launch and new-problem costs from the replays; with --write, `gemm_kernel_load_ns` to host.json."""
+    rows = [row for path in replays(args.gpu) for row in replay_rows(table, gemms, json.loads(path.read_text()))]
+    profile = load_profile(args.gpu)
     scale = profile.host_contention.value.mean_factor()
     for phase in ("forward", "backward"):
         some = [r for r in rows if r[0] == phase]
@@ -153,13 +184,11 @@ def main() -> None:
           f"(gemm_kernel_load_ns now {profile.host.value.gemm_kernel_load_ns / 1e3:.0f}), a new problem "
           f"{per_problem * scale:.0f} µs (gemm_select_ns {profile.host.value.gemm_select_ns / 1e3:.0f})")
     if args.write:
-        out = args.specs / GPU / TABLE
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-        print(f"wrote {out} ({out.stat().st_size} bytes)")
-        source = f"benchmarks/kernels/gemm_kernels.py on {relative(FIRST_LAUNCH)} and {relative(SWEEP)}"
+        source = (f"benchmarks/kernels/gemm_kernels.py on {relative(first_launch_dir(args.gpu))} and "
+                  f"{relative(sweep_path(args.gpu))}")
         constants = {"gemm_kernel_load_ns": round_to(per_kernel * scale * 1e3, 100_000)}
-        print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+        written = update_fitted(args.gpu, "host", constants, dict.fromkeys(constants, source), specs_root=args.specs)
+        print(f"wrote {written}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
-"""Fit the H200 power model (src/phantora/models/power.py) from NVML samples (data/h200/power/nvml/).
+"""Fit a GPU's power model (src/phantora/models/power.py) from NVML samples (data/<gpu>/power/nvml/).
 
-    python -m benchmarks.power.fit [--step NAME=TRACE.json ...] [--specs DIR]
+    python -m benchmarks.power.fit [--gpu h200] [--step NAME=TRACE.json ...] [--specs DIR]
 
-From `data/h200/power/nvml/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
+From `data/<gpu>/power/nvml/duty.json` and `nvml_duty.csv.gz` (one GPU; `gpu_clocks.py duty`):
 - `idle_w`: the power between runs (clocks up, nothing running);
 - `pj_per_byte`: a bf16 add of two 256 MiB tensors, continuously: power over idle / bytes per second;
 - `pj_per_tensor_flop`: 8192^3 bf16 GEMMs, continuously, throttled: power over idle times the GEMM's
   time is its energy; less its bytes' energy, per FLOP.
 
-Then, for each `--step NAME=TRACE` (a Phantora trace.json of a configuration in data/h200/power/nvml/, or
-`torchtitan` in its runs/), the power its last simulated step demands (kernel energies over the step time)
-against the average power NVML measured over the real steps (`timeline/NAME` gives their wall-clock
-span), and its energy against the real step's (measured power above the baseline times the measured
-step). Simulate without the power cap (`--no-power-cap`) to see what the model is asked for. The database's kernel
-times come from the 3B one-GPU step, so its gap is the GPU's baseline under load beyond `idle_w`
-(temperature, clock tree); that baseline is `PowerCap.idle_w`.
+Then, for each `--step NAME=TRACE` (a Phantora trace.json, simulated on the same GPU, of a configuration in
+data/<gpu>/power/nvml/, or the H200's `torchtitan` in its runs/), the power its last simulated step demands (kernel
+energies over the step time) against the average power NVML measured over the real steps (STEP_TIMELINES' layer
+timeline of NAME, taken with the NVML samples, gives their wall-clock span), and its energy against the real
+step's (measured power above the baseline times the measured step). Simulate without the power cap
+(`--no-power-cap`) to see what the model is asked for. The first step's gap is the GPU's baseline under load
+beyond `idle_w` (temperature, clock tree); that baseline is `PowerCap.idle_w`. The first step is the largest
+one-GPU configuration of the fitting set that fits the GPU and whose program is none of its held-out rows:
+llama_l3b_1gpu on the H200; on the H100 (80 GB, and llama_l1b_1gpu's program is its held-out llama_l1b_eager_1gpu)
+llama_l1b_ac_1gpu.
 
 Writes `pj_per_byte`, `pj_per_tensor_flop` and, with `--step`, `idle_w` (the baseline) to
 src/phantora/specs/<gpu>/power.json (benchmarks/common/fitted.py).
@@ -34,14 +37,13 @@ from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.compare_step import last_step_kernels
 from phantora.models.power import PowerCap
-from phantora.specs import load_profile
+from phantora.specs import known_gpus, load_profile
 
-GPU = "h200"
-DATA = data_dir(GPU, "power", "nvml")
-TIMELINES = data_dir(GPU, "e2e", "timelines", "runs", "2026-11-22-18")
-"""The layer timelines taken with DATA's NVML samples (the same lease): their steps' wall-clock span."""
-TORCHTITAN = DATA / "runs" / "2026-11-22-19"
-"""TorchTitan's run under NVML, on a later lease."""
+STEP_TIMELINES = {"h200": data_dir("h200", "e2e", "timelines", "runs", "2026-11-22-18")}
+"""The layer timelines taken with a GPU's NVML samples (the same lease), which give their steps' wall-clock span,
+where they are not in nvml/steps/timeline/ (where benchmarks/power/measure.sh writes them)."""
+TORCHTITAN = data_dir("h200", "power", "nvml", "runs", "2026-11-22-19")
+"""The H200's TorchTitan run under NVML, on a later lease (no layer timeline)."""
 GEMM_FLOPS = 2 * 8192**3
 GEMM_BYTES = 3 * 8192 * 8192 * 2
 ADD_BYTES = 3 * 128 * 2**20 * 2
@@ -57,9 +59,18 @@ def median_power(power: list[tuple[float, float]], t0: float, t1: float) -> floa
     return statistics.median(p for t, p in power if t0 <= t < t1)
 
 
-def fit_duty() -> dict[str, float]:
-    runs = {r["name"]: r for r in json.loads((DATA / "duty.json").read_text())["runs"]}
-    power = samples(DATA / "nvml_duty.csv.gz")
+def nvml_dir(gpu: str) -> Path:
+    return data_dir(gpu, "power", "nvml")
+
+
+def step_timelines(gpu: str) -> Path:
+    return STEP_TIMELINES.get(gpu) or nvml_dir(gpu) / "steps" / "timeline"
+
+
+def fit_duty(gpu: str) -> dict[str, float]:
+    data = nvml_dir(gpu)
+    runs = {r["name"]: r for r in json.loads((data / "duty.json").read_text())["runs"]}
+    power = samples(data / "nvml_duty.csv.gz")
     idle = statistics.median(median_power(power, r["wall_start_s"] - 0.6, r["wall_start_s"] - 0.1) for r in runs.values())
     add = runs["add continuous"]
     add_ms = statistics.median(ms for _, k, ms in add["kernels"])
@@ -82,24 +93,34 @@ def simulated_step_energy(trace: Path, cap: PowerCap, rank: int = 0) -> tuple[fl
     return energy, (max(e["ts"] + e["dur"] for e in kernels) - min(e["ts"] for e in kernels)) * 1e-6
 
 
-def measured_step_power(name: str, gpu: int = 0) -> float:
-    """Mean NVML power of GPU `gpu` over the real steps after the third (TIMELINES's layer timeline), or, for
-    a run with no timeline (TorchTitan), over the middle half of the time it drew more than 300 W."""
-    timeline = TIMELINES / name / f"rank{gpu}.json"
-    if timeline.exists():
-        starts = json.loads(timeline.read_text())["wall_start_s"]
+def step_starts(gpu: str, name: str, rank: int = 0) -> list[float] | None:
+    """Wall-clock starts of the real steps of configuration `name` in its layer timeline; None if it has none."""
+    timeline = step_timelines(gpu) / name / f"rank{rank}.json"
+    return json.loads(timeline.read_text())["wall_start_s"] if timeline.exists() else None
+
+
+def measured_step_power(gpu: str, name: str, rank: int = 0) -> float:
+    """Mean NVML power of GPU `rank` over the real steps after the third (the layer timeline), or, for
+    the H200's TorchTitan run (no timeline), over the middle half of the time it drew more than 300 W."""
+    starts = step_starts(gpu, name, rank)
+    if starts is not None:
         t0, t1 = starts[3], starts[-1]
-        power = samples(DATA / f"nvml_{name}.csv.gz", gpu)
-    else:
-        power = samples(TORCHTITAN / f"nvml_{name}.csv.gz", gpu)
+        power = samples(nvml_dir(gpu) / f"nvml_{name}.csv.gz", rank)
+    elif gpu == "h200":
+        power = samples(TORCHTITAN / f"nvml_{name}.csv.gz", rank)
         busy = [t for t, p in power if p > 300]
         t0, t1 = busy[0] + 0.3 * (busy[-1] - busy[0]), busy[0] + 0.8 * (busy[-1] - busy[0])
+    else:
+        raise SystemExit(f"--step {name}: no layer timeline of it in {relative(step_timelines(gpu))}")
     return statistics.fmean(p for t, p in power if t0 <= t < t1)
 
 
-def measured_step_ms(name: str) -> float:
-    """The configuration's median step in our own runs (benchmarks/e2e/configs.json), also for a dev-set
-    configuration, whose reference (accuracy.measured) is the dev set's: the NVML samples are from our runs."""
+def measured_step_ms(gpu: str, name: str) -> float:
+    """The median step of the configuration's layer timeline after the third; without one (the H200's TorchTitan
+    run), its median step in the H200's own runs (benchmarks/e2e/configs.json)."""
+    starts = step_starts(gpu, name)
+    if starts is not None:
+        return statistics.median(b - a for a, b in zip(starts[3:], starts[4:])) * 1e3
     configs = json.loads((BENCHMARKS / "e2e" / "configs.json").read_text())["configs"]
     config = next(c for c in configs if c["name"] == name or c["name"].startswith(name + "_"))
     measured = config.get("measured") or config["remeasured"]
@@ -108,12 +129,17 @@ def measured_step_ms(name: str) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gpu", default="h200", choices=known_gpus(),
+                   help="whose measurements, and whose specs/<gpu>/power.json is written")
     p.add_argument("--step", action="append", default=[], metavar="NAME=TRACE",
-                   help="a Phantora trace.json of configuration NAME of data/h200/power/nvml/ (llama_l3b_1gpu first)")
+                   help="a Phantora trace.json of configuration NAME of data/<gpu>/power/nvml/ (the baseline's first)")
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = p.parse_args()
-    fit = fit_duty()
-    shipped = load_profile(GPU).power.value
+    if not (nvml_dir(args.gpu) / "duty.json").is_file():
+        raise SystemExit(f"{relative(nvml_dir(args.gpu))}: no duty.json (benchmarks/common/run_subject.sh power nvml, "
+                         "on that GPU)")
+    fit = fit_duty(args.gpu)
+    shipped = load_profile(args.gpu).power.value
     cap = PowerCap(cap_w=shipped.cap_w, idle_w=fit["idle_w"], pj_per_tensor_flop=fit["pj_per_tensor_flop"],
                    pj_per_byte=fit["pj_per_byte"])
     baseline = None
@@ -121,9 +147,9 @@ def main() -> int:
         name, trace = item.split("=", 1)
         energy, seconds = simulated_step_energy(Path(trace), cap)
         demanded = cap.idle_w + energy / seconds
-        measured = measured_step_power(name)
+        measured = measured_step_power(args.gpu, name)
         baseline = baseline if baseline is not None else cap.idle_w + measured - demanded
-        real_j = (measured - baseline) * measured_step_ms(name) * 1e-3
+        real_j = (measured - baseline) * measured_step_ms(args.gpu, name) * 1e-3
         print(f"{name}: simulated step {seconds * 1e3:.1f} ms, {energy:.1f} J -> {demanded:.0f} W at idle "
               f"{cap.idle_w:.0f} W, {demanded - cap.idle_w + baseline:.0f} W at the fitted baseline; measured "
               f"{measured:.0f} W, so {real_j:.0f} J per real step above the baseline")
@@ -132,8 +158,9 @@ def main() -> int:
         print(f"baseline under load (idle_w): {baseline:.0f} W")
         constants["idle_w"] = float(round(baseline))
     print(f"shipped: {shipped}")
-    source = f"benchmarks/power/fit.py on {relative(DATA)}"
-    print(f"wrote {update_fitted(GPU, 'power', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+    source = f"benchmarks/power/fit.py on {relative(nvml_dir(args.gpu))}"
+    written = update_fitted(args.gpu, "power", constants, dict.fromkeys(constants, source), specs_root=args.specs)
+    print(f"wrote {written}")
     return 0
 
 
