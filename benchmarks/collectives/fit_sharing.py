@@ -115,21 +115,26 @@ def kernel_times(kernels: list[Kernel], ops: tuple[str, ...]) -> dict[tuple[str,
     return places
 
 
-def compute_slowdown(group: Group) -> tuple[float, int]:
-    """Summed time of compute kernels beside the group's NCCL kernels over their twins' median time alone; and how
-    many."""
+def slowdown_beside(steps: list[list[Kernel]], ops: tuple[str, ...]) -> tuple[float, int]:
+    """Summed time of compute kernels wholly under an NCCL kernel of `ops` over their twins' median time alone, over
+    `steps` (profiled ranks); and how many kernels that counts (0: none had a twin alone, the ratio is then 1)."""
     beside_us = alone_us = 0.0
     count = 0
-    for config in group.configs:
-        for kernels in profiled_ranks(config):
-            for alone, beside in kernel_times(kernels, group.ops).values():
-                if alone and beside:
-                    beside_us += sum(beside)
-                    alone_us += len(beside) * statistics.median(alone)
-                    count += len(beside)
+    for kernels in steps:
+        for alone, beside in kernel_times(kernels, ops).values():
+            if alone and beside:
+                beside_us += sum(beside)
+                alone_us += len(beside) * statistics.median(alone)
+                count += len(beside)
+    return (beside_us / alone_us if count else 1.0), count
+
+
+def compute_slowdown(group: Group) -> tuple[float, int]:
+    steps = [kernels for config in group.configs for kernels in profiled_ranks(config)]
+    slowdown, count = slowdown_beside(steps, group.ops)
     if not count:
         raise SystemExit(f"{', '.join(group.configs)}: no kernel ran both alone and beside {', '.join(group.ops)}")
-    return beside_us / alone_us, count
+    return slowdown, count
 
 
 def collectives_beside_compute(kernels: list[Kernel], op: str) -> list[tuple[int, float]]:
