@@ -1,4 +1,7 @@
-"""benchmarks/collectives/fit_sharing.py: twins in the same step, and NCCL's launch size read off its kernels."""
+"""benchmarks/collectives/fit_sharing.py: twins in the same step, and the shipped sharing constants that need no
+simulation (the compute factors, NCCL's launch size) are what the fit reads off the data."""
+
+import pytest
 
 from benchmarks.collectives import fit_sharing as fit
 from phantora.specs import load_profile
@@ -36,3 +39,10 @@ def test_nccl_kernel_names_map_to_network_operations():
 def test_nccl_channels_are_the_blocks_of_nccls_large_collective_kernels():
     channels, _ = fit.nccl_channels()
     assert channels == SHIPPED.nccl_channels == 24
+
+
+@pytest.mark.parametrize("op", ["", "all_reduce"])
+def test_the_shipped_compute_slowdowns_are_what_the_step_profiles_give(op):
+    group = fit.BY_OP[op] if op else fit.DEFAULT
+    shipped = SHIPPED.compute_factor(op) if op else SHIPPED.compute_slowdown
+    assert round(fit.compute_slowdown(group)[0], 2) == shipped
