@@ -234,10 +234,11 @@ def kernel_gap_ns(shipped_ns: int, work: Path) -> tuple[int, str]:
 
 
 # --- NCCL's launch size -----------------------------------------------------------------------------------------
-def nccl_channels() -> tuple[int, str]:
-    """The most common grid of the ring-collective kernels of at least MIN_GRID_BYTES in the TorchTitan traces."""
+def nccl_channels(traces: list[Path] | None = None) -> tuple[int, str]:
+    """The most common grid of the all-gather and reduce-scatter kernels of at least MIN_GRID_BYTES in profiler
+    traces (default: TorchTitan's, KERNEL_GRIDS)."""
     blocks: Counter[int] = Counter()
-    for path in sorted(KERNEL_GRIDS.glob("*.trace.json.gz")):
+    for path in traces if traces is not None else sorted(KERNEL_GRIDS.glob("*.trace.json.gz")):
         for e in gpu_events(path):
             args = e["args"]
             if (e["name"].startswith("ncclDevKernel") and real_op(e["name"]) in ("all_gather", "reduce_scatter")

@@ -1,6 +1,9 @@
 """benchmarks/collectives/fit_sharing.py: twins in the same step, and the shipped sharing constants that need no
 simulation (the compute factors, NCCL's launch size) are what the fit reads off the data."""
 
+import gzip
+import json
+
 import pytest
 
 from benchmarks.collectives import fit_sharing as fit
@@ -36,9 +39,26 @@ def test_nccl_kernel_names_map_to_network_operations():
     assert fit.real_op("ncclDevKernel_SendRecv(x)") is None
 
 
-def test_nccl_channels_are_the_blocks_of_nccls_large_collective_kernels():
-    channels, _ = fit.nccl_channels()
-    assert channels == SHIPPED.nccl_channels == 24
+def kernel(name: str, grid: list[int], nelems: int) -> dict:
+    return {"cat": "kernel", "name": name, "ts": 0, "dur": 1, "args": {"grid": grid, "In msg nelems": nelems}}
+
+
+def test_nccl_channels_are_the_most_common_grid_of_large_all_gathers_and_reduce_scatters(tmp_path):
+    trace = tmp_path / "rank0.trace.json.gz"
+    events = [kernel("ncclDevKernel_AllGather_RING_LL(x)", [24, 1, 1], 1 << 22),
+              kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", [24, 1, 1], 1 << 24),
+              kernel("ncclDevKernel_AllGather_RING_LL(x)", [2, 1, 1], 1 << 10),  # small: fewer channels
+              kernel("ncclDevKernel_SendRecv(x)", [17, 1, 1], 1 << 24),  # point-to-point
+              *[kernel("ncclDevKernel_SendRecv(x)", [17, 1, 1], 1 << 24)] * 2, kernel("nvjet_gemm", [132, 1, 1], 0)]
+    with gzip.open(trace, "wt") as out:
+        json.dump({"traceEvents": events}, out)
+    assert fit.nccl_channels([trace])[0] == 24
+
+
+@pytest.mark.slow
+def test_the_shipped_nccl_channels_are_what_torchtitans_kernel_traces_show():
+    """Slow for its data (four 10 MB traces), not for a simulation."""
+    assert fit.nccl_channels()[0] == SHIPPED.nccl_channels == 24
 
 
 @pytest.mark.parametrize("op", ["", "all_reduce"])
