@@ -150,10 +150,8 @@ def report(gpu: str, specs: Path) -> dict[str, list[str]]:
     return out
 
 
-def run_round(chosen: list[Fit], gpu: str) -> tuple[dict[str, list[str]], list[str], Path]:
-    """Run the chosen fits into a fresh copy; what changed per file, the fits that failed, and the copy (the
-    caller removes it)."""
-    specs = Path(tempfile.mkdtemp(prefix="fit_all_"))
+def run_round(chosen: list[Fit], gpu: str, specs: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Run the chosen fits into `specs` (an empty folder); what changed per file, and the fits that failed."""
     (specs / gpu).mkdir()
     failed: list[str] = []
     for fit in chosen:
@@ -172,7 +170,7 @@ def run_round(chosen: list[Fit], gpu: str) -> tuple[dict[str, list[str]], list[s
     for name, lines in changes.items():
         print(f"src/phantora/specs/{gpu}/{name}: " + ("unchanged" if not lines else f"{len(lines)} changed"))
         print("\n".join(lines)) if lines else None
-    return changes, failed, specs
+    return changes, failed
 
 
 def write_changes(changes: dict[str, list[str]], gpu: str, specs: Path) -> None:
@@ -223,21 +221,24 @@ def main(argv: list[str] | None = None) -> int:
     outcome = {"failed": False, "moved": False}
 
     def one_round() -> bool:
-        changes, failed, specs = run_round(chosen, args.gpu)
+        with tempfile.TemporaryDirectory() as tmp:
+            changes, failed = run_round(chosen, args.gpu, Path(tmp))
+            if writes:
+                write_changes(changes, args.gpu, Path(tmp))
         moved = any(changes.values())
         outcome["failed"] |= bool(failed)
         outcome["moved"] |= moved
-        if writes:
-            write_changes(changes, args.gpu, specs)
-        shutil.rmtree(specs)
         return moved and not failed
 
     rounds = rounds_to_fixed_point(one_round, args.max_rounds if args.until_fixed else 1)
     if outcome["failed"]:
         print("stopped: a fit failed (its output above)")
     elif args.until_fixed:
-        print(f"fixed point after {rounds} {'round' if rounds == 1 else 'rounds'}" if rounds else f"constants still moving after {args.max_rounds} rounds")
-        return 0 if rounds else 1
+        if rounds is None:
+            print(f"constants still moving after {args.max_rounds} rounds")
+            return 1
+        print(f"fixed point after {rounds} {'round' if rounds == 1 else 'rounds'}")
+        return 0
     if args.check and outcome["moved"]:
         print("the shipped constants are not what the fits give: run python -m benchmarks.fit_all --until-fixed")
     return 1 if outcome["failed"] or (args.check and outcome["moved"]) else 0

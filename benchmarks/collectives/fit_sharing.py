@@ -159,7 +159,8 @@ def simulate(name: str, out: Path, *, timeline: Path | None = None) -> Path:
     done = subprocess.run(phantora_command(config_of(name), str(out), STEPS, []), cwd=REPO, env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"{name}: phantora failed: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"{name}: phantora failed: {last}")
     return out / "trace.json"
 
 
@@ -190,7 +191,8 @@ def nccl_slowdown(group: Group, traces: dict[str, Path]) -> tuple[float, list[st
                 real_count = sum(1 for k in kernels if k[0] == "nccl" and real_op(k[1]) == op)
                 if real_count != len(calls):
                     raise SystemExit(f"{config} rank {rank}: {real_count} real {op} kernels, {len(calls)} simulated")
-                per_kernel += [duration / alone_us(nccl, calls[i]) for i, duration in collectives_beside_compute(kernels, op)]
+                per_kernel += [duration / alone_us(nccl, calls[i])
+                               for i, duration in collectives_beside_compute(kernels, op)]
             ratios.append(statistics.median(per_kernel))
             lines.append(f"{config} {op}: {ratios[-1]:.2f} ({len(per_kernel)} kernels)")
     return statistics.mean(ratios), lines

@@ -34,7 +34,8 @@ def test_a_kernel_under_nccl_is_compared_with_its_twins_at_the_same_place_alone(
 
 
 def test_nccl_kernel_names_map_to_network_operations():
-    assert fit.real_op("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "reduce_scatter"
+    assert fit.real_op("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") \
+        == "reduce_scatter"
     assert fit.real_op("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "all_reduce"
     assert fit.real_op("ncclDevKernel_SendRecv(x)") is None
 
