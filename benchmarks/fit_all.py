@@ -1,13 +1,18 @@
 """Run every fit in dependency order and write what they fit where the models load it.
 
-    python -m benchmarks.fit_all [--gpu h200] [--dry-run] [--only kernels,power,...]
+    python -m benchmarks.fit_all [--gpu h200] [--dry-run | --check] [--until-fixed] [--no-simulation] [--only ...]
 
 Order: the kernel database and the analytic compute model first (everything simulated afterwards costs its kernels
-with them), then the GEMM kernel table, the NCCL constants, the host model's fits (the context terms, DTensor's
-dispatch, FSDP2's calls, the MoE's collectives), and the power model last. Every fit writes into a copy of
-src/phantora/specs/<gpu>/; fit_all then shows what changed, constant by constant, and (without --dry-run) copies the
-changed files back. The fits that simulate a workload load the shipped constants, not the copy: after a run that
-changed constants, run fit_all again until nothing moves.
+with them), then the GEMM kernel table, the NCCL constants, the compute/communication sharing model, the host
+model's fits (the context terms, DTensor's dispatch, FSDP2's calls, the MoE's collectives), and the power model last.
+Every fit writes into a copy of src/phantora/specs/<gpu>/; fit_all then shows what changed, constant by constant,
+and (without --dry-run) copies the changed files back.
+
+The fits that simulate a workload load the shipped constants, not the copy, so a constant one of them reads moves
+its result only in the next round. `--until-fixed` therefore runs rounds, each writing what moved, until a round
+moves nothing (at most `--max-rounds`), and says how many rounds it took. `--check` changes nothing and exits 1 if
+any constant would move: the shipped constants are then not a fixed point of the fits. `--no-simulation` leaves
+out the fits that simulate (minutes each) and names them.
 
 A fit whose measurements are absent for --gpu is skipped and named (measure them first: benchmarks/README.md).
 """
@@ -24,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.common.fitted import MODELS
 from benchmarks.common.paths import DATA, REPO, SPECS
@@ -39,16 +44,20 @@ class Fit:
     args: tuple[str, ...] = ()
     gpus: tuple[str, ...] | None = ("h200",)
     """The GPUs whose data it can fit (None: any, given as --gpu); the others' are still the H200's."""
+    simulates: bool = False
+    """It runs workloads under Phantora (minutes), with the shipped constants."""
 
 
 FITS = (
     Fit("kernels", "benchmarks.kernels.fit", ("kernels/micro", "kernels/in_step"), gpus=None),
     Fit("gemm_kernels", "benchmarks.kernels.gemm_kernels", ("kernels/gemm_kernels",), ("--write",), gpus=None),
     Fit("collectives", "benchmarks.collectives.fit", ("collectives",), gpus=None),
+    Fit("sharing", "benchmarks.collectives.fit_sharing", ("e2e/step_profiles/profiles", "e2e/timelines/llama_l1b_1gpu",
+                                                           "e2e/frameworks/profiles"), simulates=True),
     Fit("host_context", "benchmarks.host.fit_context", ("host/launch_bound", "host/phases", "host/leases")),
-    Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases")),
-    Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases")),
-    Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases")),
+    Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases"), simulates=True),
+    Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
+    Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
     Fit("power", "benchmarks.power.fit", ("power/nvml",), gpus=None),
 )
@@ -160,40 +169,99 @@ def report(gpu: str, specs: Path, before: dict[str, int]) -> dict[str, list[str]
     return out
 
 
-def main() -> int:
+def run_round(chosen: list[Fit], gpu: str, specs: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Run the chosen fits into `specs` (an empty folder, which gets a copy of the shipped constants); what changed
+    per file, and the fits that failed."""
+    before = working_copy(gpu, specs)
+    failed: list[str] = []
+    for fit in chosen:
+        if fit.gpus is not None and gpu not in fit.gpus:
+            print(f"{fit.name}: skipped, it fits only {', '.join(fit.gpus)} so far")
+            continue
+        absent = missing_data(fit, gpu)
+        if absent:
+            print(f"{fit.name}: skipped, no {', '.join(absent)}")
+            continue
+        seconds = run_fit(fit, gpu, specs)
+        failed.extend([] if seconds is not None else [fit.name])
+        print(f"{fit.name}: {fit.module} " + (f"({seconds:.0f} s)" if seconds is not None else "FAILED (its "
+                                              "output above, on stderr)"), flush=True)
+    changes = report(gpu, specs, before)
+    for name, lines in changes.items():
+        print(f"src/phantora/specs/{gpu}/{name}: " + ("unchanged" if not lines else f"{len(lines)} changed"))
+        print("\n".join(lines)) if lines else None
+    return changes, failed
+
+
+def write_changes(changes: dict[str, list[str]], gpu: str, specs: Path) -> None:
+    for name, lines in changes.items():
+        if lines:
+            (SPECS / gpu).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(specs / gpu / name, SPECS / gpu / name)
+            print(f"wrote src/phantora/specs/{gpu}/{name}")
+
+
+def rounds_to_fixed_point(one_round: Callable[[], bool], max_rounds: int) -> int | None:
+    """Call `one_round` (True: it moved a constant) until a round moves nothing; the rounds that took, or None if
+    the constants still moved after `max_rounds`."""
+    for done in range(1, max_rounds + 1):
+        if not one_round():
+            return done
+    return None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpu", default="h200")
     p.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if any constant would change")
+    p.add_argument("--until-fixed", action="store_true", help="rerun, writing each round, until nothing moves")
+    p.add_argument("--max-rounds", type=int, default=4, help="with --until-fixed: give up after this many rounds")
+    p.add_argument("--no-simulation", action="store_true", help="leave out the fits that simulate workloads")
     p.add_argument("--only", default="", help=f"comma-separated fits, of: {', '.join(f.name for f in FITS)}")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    unknown = set(filter(None, args.only.split(","))) - {f.name for f in FITS}
+    if unknown:
+        p.error(f"unknown fit(s) {', '.join(sorted(unknown))}; the fits are {', '.join(f.name for f in FITS)}")
+    if args.until_fixed and (args.dry_run or args.check):
+        p.error("--until-fixed writes each round (the simulating fits read what the last one wrote): it cannot "
+                "be a --dry-run or a --check")
+    if args.max_rounds < 1:
+        p.error("--max-rounds must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     chosen = [f for f in FITS if not args.only or f.name in args.only.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
-        specs = Path(tmp)
-        before = working_copy(args.gpu, specs)
-        failed: list[str] = []
-        for fit in chosen:
-            if fit.gpus is not None and args.gpu not in fit.gpus:
-                print(f"{fit.name}: skipped, it fits only {', '.join(fit.gpus)} so far")
-                continue
-            absent = missing_data(fit, args.gpu)
-            if absent:
-                print(f"{fit.name}: skipped, no {', '.join(absent)}")
-                continue
-            seconds = run_fit(fit, args.gpu, specs)
-            failed.extend([] if seconds is not None else [fit.name])
-            print(f"{fit.name}: {fit.module} " + (f"({seconds:.0f} s)" if seconds is not None else "FAILED (its "
-                                                  "output above, on stderr)"), flush=True)
-        changes = report(args.gpu, specs, before)
-        for name, lines in changes.items():
-            print(f"src/phantora/specs/{args.gpu}/{name}: " + ("unchanged" if not lines else f"{len(lines)} changed"))
-            print("\n".join(lines)) if lines else None
-        if not args.dry_run:
-            for name, lines in changes.items():
-                if lines:
-                    (SPECS / args.gpu).mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(specs / args.gpu / name, SPECS / args.gpu / name)
-                    print(f"wrote src/phantora/specs/{args.gpu}/{name}")
-    return 1 if failed else 0
+    if args.no_simulation:
+        print(f"left out (they simulate): {', '.join(f.name for f in chosen if f.simulates) or 'none'}")
+        chosen = [f for f in chosen if not f.simulates]
+    writes = not (args.dry_run or args.check)
+    outcome = {"failed": False, "moved": False}
+
+    def one_round() -> bool:
+        with tempfile.TemporaryDirectory() as tmp:
+            changes, failed = run_round(chosen, args.gpu, Path(tmp))
+            if writes:
+                write_changes(changes, args.gpu, Path(tmp))
+        moved = any(changes.values())
+        outcome["failed"] |= bool(failed)
+        outcome["moved"] |= moved
+        return moved and not failed
+
+    rounds = rounds_to_fixed_point(one_round, args.max_rounds if args.until_fixed else 1)
+    if outcome["failed"]:
+        print("stopped: a fit failed (its output above)")
+    elif args.until_fixed:
+        if rounds is None:
+            print(f"constants still moving after {args.max_rounds} rounds")
+            return 1
+        print(f"fixed point after {rounds} {'round' if rounds == 1 else 'rounds'}")
+        return 0
+    if args.check and outcome["moved"]:
+        print("the shipped constants are not what the fits give: run python -m benchmarks.fit_all --until-fixed")
+    return 1 if outcome["failed"] or (args.check and outcome["moved"]) else 0
 
 
 if __name__ == "__main__":

@@ -182,16 +182,33 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:+.1f} %"
 
 
+def gpus_in_order(comparisons: list[Comparison]) -> list[str]:
+    """The GPU models of the rows, in the order they first appear (the split's)."""
+    return list(dict.fromkeys(c.gpu for c in comparisons))
+
+
+def _cell(pair: tuple[float, float | None], digits: int) -> str:
+    """measured → predicted (error), or measured → failed."""
+    measured, predicted = pair
+    if predicted is None:
+        return f"{_number(measured, digits)} → failed"
+    return f"{_number(measured, digits)} → {_number(predicted, digits)} ({_percent(error_pct(predicted, measured))})"
+
+
 def table(comparisons: list[Comparison]) -> list[str]:
-    lines = ["| set | config | GPU | step ms measured | predicted | error "
-             "| reserved GiB measured | predicted | error |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """One row per configuration and set, two columns (step time, peak reserved memory) per GPU model; a blank
+    cell where the configuration did not run on that GPU."""
+    gpus = gpus_in_order(comparisons)
+    by_config: dict[tuple[str, str], dict[str, Comparison]] = {}
     for c in comparisons:
-        (ms, ps), (mr, pr) = c.step_ms, c.reserved_gib
-        predicted_step = "failed" if ps is None else _number(ps, 1)
-        lines.append(f"| {SETS[c.set]} | {c.name} | {c.gpu} | {_number(ms, 1)} | {predicted_step} "
-                     f"| {_percent(error_pct(ps, ms))} | {_number(mr, 2)} | {_number(pr, 2)} "
-                     f"| {_percent(error_pct(pr, mr))} |")
+        by_config.setdefault((c.set, c.name), {})[c.gpu] = c
+    header = "".join(f" {gpu.upper()} step ms | {gpu.upper()} reserved GiB |" for gpu in gpus)
+    lines = ["Each cell: measured → predicted (error).", "",
+             f"| set | config |{header}", "| --- | --- |" + " ---: | ---: |" * len(gpus)]
+    for (set_name, name), on_gpu in by_config.items():
+        cells = "".join(f" {_cell(on_gpu[gpu].step_ms, 1)} | {_cell(on_gpu[gpu].reserved_gib, 2)} |"
+                        if gpu in on_gpu else " | |" for gpu in gpus)
+        lines.append(f"| {SETS[set_name]} | {name} |{cells}")
     return lines
 
 

@@ -91,7 +91,7 @@ training kernel fills every SM, so a kernel on a side stream (FSDP2's all-gather
 GPU only between two kernels of the main stream, as real step profiles show (it starts in the tail
 of the kernel running when it became ready). NCCL operations (a few SMs) and host-device copies
 (copy engines) are exempt. So a kernel starts at max(ready, the GPU's last kernel end + the
-kernel gap), ready being max(host_ns + launch latency, stream tail); the gap (`kernel_gap_ns`, 1.5 µs on an
+kernel gap), ready being max(host_ns + launch latency, stream tail); the gap (`kernel_gap_ns`, 0.89 µs on an
 H200) is what back-to-back kernels of a real step lose beyond their estimated durations, which hold
 only the minimum gap between kernels (docs/coordinator.md "Kernel gap"); a kernel launched onto an
 idle GPU does not pay it. Among kernels that could take the GPU at the same

@@ -16,21 +16,19 @@ run slower than alone. The model is two factors, applied by the coordinator and 
   that starts then runs on the SMs left: `sm_count / (sm_count - channels)` times as long. Memory-bound
   kernels need fewer SMs than the GPU has to saturate HBM and are not slowed by it.
 
-A GPU's factors are in its profile (specs/<gpu>/sharing.json). The H200's were fitted on kernel-level
-profiles of real training steps on 4x H200 (data/h200/e2e/step_profiles, benchmarks/e2e/compare_step.py):
-GEMMs entirely under an NCCL kernel took 1.38x (Llama 1.5B FSDP2) and 1.50x (8B) their time in the same step
-when alone, GEMMs with no NCCL beside them 1.01x / 1.03x what the compute model predicts; all-gathers in
-those steps took 1.6-2.4x and reduce-scatters 1.5-2.3x their alone time. Microbenchmarks of one GEMM or one
-elementwise kernel against one collective (data/h200/collectives/overlap) slow less (compute 1.0-1.3x,
-collectives 1.2-2.5x, more beside long GEMMs): a training step overlaps a long run of mixed kernels, not one.
-DDP's all-reduces slow compute less and are slowed less than FSDP2's all-gathers and reduce-scatters
-(`by_op`). The kernel gap is fitted on the layer timeline of the 1.5B Llama on one GPU
-(data/h200/e2e/timelines): the profiles put part of it in larger gaps than the compute model's minimum and
-part in kernels that run slower in a step than alone (docs/coordinator.md "Kernel gap").
+A GPU's factors are in its profile (specs/<gpu>/sharing.json), written by benchmarks/collectives/fit_sharing.py
+from kernel-level profiles of real training steps on 4x H200 (data/h200/e2e/step_profiles): compute kernels wholly
+under FSDP2's all-gathers and reduce-scatters took 1.38x their twins' time alone in the same step (GEMMs 1.47x),
+under DDP's all-reduces 1.29x (`by_op`); the collectives beside compute took 1.4-1.7x the network model's time
+alone, their waits for late peers included. Microbenchmarks of one GEMM or one elementwise kernel against one
+collective (data/h200/collectives/overlap) slow less (compute 1.0-1.3x, collectives 1.2-2.5x): a training step
+overlaps a long run of mixed kernels, not one. The kernel gap makes the 1.5B Llama's backward layer on one GPU
+(data/h200/e2e/timelines) take as long as measured: part of it is in larger gaps than the compute model's minimum
+and part in kernels that run slower in a step than alone (docs/coordinator.md "Kernel gap").
 
-Held SMs are not fitted: NCCL's kernels for every large collective in the TorchTitan profiles of
-data/h200/e2e/frameworks/profiles have 24 blocks of 103,808 B of shared memory, and the GEMMs beside them
-(cuBLAS's persistent nvjet kernels, one 188-213 KB block per SM) cannot share an SM with one. The same
+Held SMs: NCCL's kernels for every large collective in the TorchTitan profiles of
+data/h200/e2e/frameworks/profiles have 24 blocks of 103,808 B of shared memory (read by the same fit), and the GEMMs
+beside them (cuBLAS's persistent nvjet kernels, one 188-213 KB block per SM) cannot share an SM with one. The same
 GEMM took 1.22-1.24 ms alone and 1.42-1.45 ms while an all-gather or reduce-scatter of its GPU waited for a
 late peer (132/108 = 1.22); docs/models/sharing.md.
 """
