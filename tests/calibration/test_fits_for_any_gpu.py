@@ -56,9 +56,9 @@ def test_the_gemm_kernel_table_is_labelled_with_the_gpu_it_was_measured_on():
 
 
 def test_one_world_size_holds_the_per_step_latency_which_comes_from_the_lender_only_for_a_first_fit():
-    row = lambda world: error.Row("all_reduce", world, 1 << 30, 0.006)  # noqa: E731
-    assert nccl_fit.held_coordinates([row(2), row(2)]) == {"nvlink_step_scale"}
-    assert nccl_fit.held_coordinates([row(2), row(4)]) == set()
+    two, four = (error.Row("all_reduce", world, 1 << 30, 0.006) for world in (2, 4))
+    assert nccl_fit.held_coordinates([two, two]) == {"nvlink_step_scale"}
+    assert nccl_fit.held_coordinates([two, four]) == set()
     lender = load_profile("h200").nccl
     borrowed = dataclasses.replace(lender, source="specs/h200/nccl.json", borrowed_from="h200")
     first = nccl_fit.written_sources("h100", borrowed, {"nvlink_step_scale"})

@@ -49,13 +49,14 @@ def test_h100_marks_what_it_borrows_from_the_h200():
     # its own kernel times, analytic calibration, GEMM kernel table, NCCL constants and power model (data/h100/)
     assert h100.kernels.source == "specs/h100/kernels.jsonl" and len(h100.kernels.value) > 4000
     assert h100.calibration.source == "specs/h100/calibration.json" and h100.calibration.value.reference_gpu == "h100"
-    assert h100.gemm_kernels.source == "specs/h100/gemm_kernels.json" and len(h100.gemm_kernels.value) and not h100.absent
+    assert h100.gemm_kernels.source == "specs/h100/gemm_kernels.json" and len(h100.gemm_kernels.value)
+    assert not h100.absent
     assert h100.power.source == "specs/h100/power.json" and h100.power.value.cap_w == 700.0
     assert h100.nccl.source == "specs/h100/nccl.json"
     # one NCCL field that 2 GPUs cannot give is the H200's, and its source says so
     step = h100.nccl.value.sources["nvlink_step_latency_ns"]
-    assert step.endswith("borrowed from h200 (data/h100/collectives/nccl_isolated has one world size)") and h100.nccl.value.nvlink_step_latency_ns == \
-        load_profile("h200").nccl.value.nvlink_step_latency_ns
+    assert step.endswith("borrowed from h200 (data/h100/collectives/nccl_isolated has one world size)")
+    assert h100.nccl.value.nvlink_step_latency_ns == load_profile("h200").nccl.value.nvlink_step_latency_ns
     assert load_profile("h200").borrowed() == {}
 
 
