@@ -12,7 +12,10 @@ Fitted (everything else is NCCL's own tuning table or a datasheet value, see con
   nvlink_step_scale       multiplier on NCCL's per-step NVLink latencies (hwLat NVLINK Ring)
 
 Data: the GPU's reference measurements (benchmarks/collectives/error.py's `reference_dir`); the H200's cover 2 and
-4 GPUs. Where they cover 2 GPUs only, a ring has one step, and the per-step NVLink latency rests on that one step.
+4 GPUs, the H100's 2. Where they cover one world size, every ring has the same few steps, so the per-step NVLink
+latency cannot be told from the base latency (the H200's 2-GPU nccl_isolated/ alone drives it to the grid's 0, its
+2 and 4 GPUs to 1.1x NCCL's): the fit then holds nvlink_step_scale at its start value, and writes it only where the
+GPU has no nccl.json yet, as the borrowed GPU's value with its source.
 Objective: mean squared relative error of the simulated time (benchmarks/collectives/error.py's
 `predict_s`, i.e. the real simulator) over all sizes >= 1 MiB (the benchmark's target); with
 `--points gpu-bound` only over points whose measured time is >= 1.5x the small-message floor of their
@@ -30,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.collectives.error import GPU_BOUND_FACTOR, load_rows, predict_s, reference_dir, series_floors
+from benchmarks.collectives.error import GPU_BOUND_FACTOR, Row, load_rows, predict_s, reference_dir, series_floors
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import SPECS, relative
 from phantora.models.network.config import NcclTuning, PerProtocol
-from phantora.specs import known_gpus, load_profile
+from phantora.specs import Part, known_gpus, load_profile
 
 NCCL_SIMPLE_BASE_US = 8.4  # NCCL tuning.cc baseLat Ring/Tree Simple
 NCCL_NVLINK_STEP_US = PerProtocol(ll=0.6, ll128=1.9, simple=3.4)  # NCCL tuning.cc hwLat NVLINK Ring
@@ -52,6 +55,27 @@ GRIDS: dict[str, np.ndarray] = {
     "nvlink_step_scale": np.round(np.arange(0.0, 4.01, 0.05), 2),
     "local_copy_gbytes_per_s": np.array([200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1500, 2000, 3000, 1e6]),
 }
+
+
+HELD_FIELD = {"nvlink_step_scale": "nvlink_step_latency_ns"}
+"""The grid coordinate that one world size cannot identify, and the NcclTuning field it sets."""
+
+
+def held_coordinates(rows: list[Row]) -> set[str]:
+    """The coordinates the points cannot identify: the per-step latency where every point has one world size."""
+    return set(HELD_FIELD) if len({r.world for r in rows}) == 1 else set()
+
+
+def written_sources(gpu: str, shipped: Part[NcclTuning], held: set[str]) -> dict[str, str]:
+    """The source of every field the fit writes: the fitted ones, and a held one only where the GPU has no nccl.json
+    yet (it then comes from the GPU its profile borrows from, and says so); a held field of its own file stays."""
+    data = relative(reference_dir(gpu))
+    held_fields = {HELD_FIELD[c] for c in held}
+    sources = {name: f"benchmarks/collectives/fit.py on {data}" for name in FITTED if name not in held_fields}
+    if shipped.borrowed_from:
+        sources |= {name: f"{shipped.value.sources[name]}, borrowed from {shipped.borrowed_from} ({data} has one world "
+                          "size)" for name in held_fields}
+    return sources
 
 
 def params_of(t: NcclTuning) -> dict[str, float]:
@@ -93,11 +117,13 @@ def main() -> None:
     ap.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
     args = ap.parse_args()
     rows = load_rows(args.gpu)
-    start = load_profile(args.gpu).nccl.value
+    shipped = load_profile(args.gpu).nccl
+    start = shipped.value
     floors = series_floors(rows)
     pts = [r for r in rows if r.size_bytes >= args.min_bytes
            and (args.points == "all" or r.measured_s >= GPU_BOUND_FACTOR * floors[(r.op, r.world)])]
     measured = np.array([r.measured_s for r in pts])
+    held = held_coordinates(pts)
 
     def objective(p: dict[str, float]) -> float:
         t = tuning_of(p, start)
@@ -106,13 +132,16 @@ def main() -> None:
 
     p = params_of(start)
     best = objective(p)
-    print(f"fitting {len(pts)} points ({args.points}, sizes >= {args.min_bytes} B); start rms {best ** 0.5:.4f}")
+    print(f"fitting {len(pts)} points ({args.points}, sizes >= {args.min_bytes} B); start rms {best ** 0.5:.4f}"
+          + (f"; held at the start ({shipped.source}): {', '.join(sorted(held))}, one world size" if held else ""))
     improved = True
     rounds = 0
     while improved and rounds < 20:
         improved = False
         rounds += 1
         for name, grid in GRIDS.items():
+            if name in held:
+                continue
             for v in grid.tolist():
                 q = {**p, name: v}
                 obj = objective(q)
@@ -122,9 +151,9 @@ def main() -> None:
     t = tuning_of(p, start)
     nvlink_gbytes_per_s = load_profile(args.gpu).node.nvlink_bandwidth_bytes_per_s / 1e9
     print(f"effective Simple NVLink bandwidth: {nvlink_gbytes_per_s * t.nvlink_efficiency:.0f} GB/s per direction")
-    constants = {name: value for name, value in asdict(t).items() if name in FITTED}
-    source = f"benchmarks/collectives/fit.py on {relative(reference_dir(args.gpu))}"
-    written = update_fitted(args.gpu, "nccl", constants, dict.fromkeys(constants, source), specs_root=args.specs)
+    sources = written_sources(args.gpu, shipped, held)
+    constants = {name: value for name, value in asdict(t).items() if name in sources}
+    written = update_fitted(args.gpu, "nccl", constants, sources, specs_root=args.specs)
     print(f"wrote {written}")
 
 

@@ -63,13 +63,16 @@ def skip_reason(config: dict, have_torchrun: bool) -> str | None:
     return None
 
 
+GPU = "h200"
+"""The GPU the fitting set's configurations ran on and are simulated on; each row names it (split.toml lists a
+configuration per GPU: llama_l1b_ac_1gpu is also the H100's)."""
 GROUND_TRUTH_HOSTS = ["--host-contention", "h200-vm"]
 """The hosts the ground truth ran on: the lent H200 VMs, whose CPUs are contended (models/host_contention.py)."""
 
 
 def phantora_command(config: dict, out: str, steps: int, extra: list[str]) -> list[str]:
     launch, args = config["launch"], [*config["args"], config["steps_flag"], str(steps)]
-    head = ["--gpu", "h200", "--out", out, *GROUND_TRUTH_HOSTS, *extra]
+    head = ["--gpu", GPU, "--out", out, *GROUND_TRUTH_HOSTS, *extra]
     if config["world"] == 1:
         return [*PHANTORA, "run", *head, "--", *launch, *args]
     assert launch[0] == "torchrun", launch
@@ -150,6 +153,7 @@ def main() -> int:
         r, m = run["result"], measured(config)
         rows.append({
             "name": config["name"],
+            "gpu": GPU,
             "spread_ms": spread(config),
             "step_ms": (m["step_ms"], 1e3 * r["step_s_median"]),
             "reserved_gib": (m["max_mem_reserved_gib"], r["max_mem_reserved_gib"]),

@@ -20,7 +20,8 @@ llama_l3b_1gpu on the H200; on the H100 (80 GB, and llama_l1b_1gpu's program is 
 llama_l1b_ac_1gpu.
 
 Writes `pj_per_byte`, `pj_per_tensor_flop` and, with `--step`, `idle_w` (the baseline) to
-src/phantora/specs/<gpu>/power.json (benchmarks/common/fitted.py).
+src/phantora/specs/<gpu>/power.json (benchmarks/common/fitted.py). A GPU's first power.json fitted without `--step`
+(fit_all runs it so) takes the baseline of the GPU its profile borrowed the power model from, and its source says so.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.common.fitted import update_fitted
+from benchmarks.common.fitted import read_fitted, update_fitted
 from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.compare_step import last_step_kernels
 from phantora.models.power import PowerCap
@@ -127,6 +128,16 @@ def measured_step_ms(gpu: str, name: str) -> float:
     return measured["step_ms"]["median"]
 
 
+def borrowed_baseline(gpu: str) -> str | None:
+    """The source of the baseline a first power.json of `gpu` takes from the GPU its profile borrows from, where this
+    fit gives none (no --step; the file needs one to load); None where the GPU has a power.json of its own."""
+    power = load_profile(gpu).power
+    if not power.borrowed_from:
+        return None
+    lent = read_fitted(power.borrowed_from, "power")["sources"]["idle_w"]
+    return f"{lent}, borrowed from {power.borrowed_from} (no --step of this GPU yet)"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpu", default="h200", choices=known_gpus(),
@@ -159,7 +170,12 @@ def main() -> int:
         constants["idle_w"] = float(round(baseline))
     print(f"shipped: {shipped}")
     source = f"benchmarks/power/fit.py on {relative(nvml_dir(args.gpu))}"
-    written = update_fitted(args.gpu, "power", constants, dict.fromkeys(constants, source), specs_root=args.specs)
+    sources = dict.fromkeys(constants, source)
+    if baseline is not None:
+        sources["idle_w"] = f"{source} and a simulated step of {args.step[0].split('=', 1)[0]} (--step)"
+    if "idle_w" not in constants and (lent := borrowed_baseline(args.gpu)):
+        constants["idle_w"], sources["idle_w"] = shipped.idle_w, lent
+    written = update_fitted(args.gpu, "power", constants, sources, specs_root=args.specs)
     print(f"wrote {written}")
     return 0
 

@@ -1,14 +1,18 @@
 """The fits of the NCCL constants, the power model and the GEMM kernel table take any GPU's measurements (--gpu), and
 fit_all refits into a copy of what ships, so a fit that writes some fields of a file keeps the others."""
 
+import dataclasses
 import json
 
 import pytest
 
 from benchmarks import fit_all
 from benchmarks.collectives import error
+from benchmarks.collectives import fit as nccl_fit
 from benchmarks.common.fitted import update_fitted
 from benchmarks.kernels import gemm_kernels
+from benchmarks.power import fit as power_fit
+from phantora.specs import load_profile
 
 
 def test_fit_all_works_on_a_copy_of_the_shipped_files_and_reports_only_what_a_fit_wrote(tmp_path):
@@ -49,3 +53,28 @@ def test_the_gemm_kernel_table_is_labelled_with_the_gpu_it_was_measured_on():
     table = gemm_kernels.build_table(sweep, "h100")
     assert table["gpu"] == "h100" and "one H100" in table["measured"]
     assert table["families"][0]["runs"] == [[8000, 0]]
+
+
+def test_one_world_size_holds_the_per_step_latency_which_comes_from_the_lender_only_for_a_first_fit():
+    two, four = (error.Row("all_reduce", world, 1 << 30, 0.006) for world in (2, 4))
+    assert nccl_fit.held_coordinates([two, two]) == {"nvlink_step_scale"}
+    assert nccl_fit.held_coordinates([two, four]) == set()
+    lender = load_profile("h200").nccl
+    borrowed = dataclasses.replace(lender, source="specs/h200/nccl.json", borrowed_from="h200")
+    first = nccl_fit.written_sources("h100", borrowed, {"nvlink_step_scale"})
+    assert first["nvlink_step_latency_ns"] == ("benchmarks/collectives/fit.py on data/h200/collectives/nccl, borrowed "
+                                              "from h200 (data/h100/collectives/nccl_isolated has one world size)")
+    assert first["nvlink_efficiency"] == "benchmarks/collectives/fit.py on data/h100/collectives/nccl_isolated"
+    own = dataclasses.replace(lender, borrowed_from=None)
+    assert "nvlink_step_latency_ns" not in nccl_fit.written_sources("h100", own, {"nvlink_step_scale"})
+    assert set(nccl_fit.written_sources("h100", own, set())) == set(nccl_fit.FITTED)
+
+
+def test_a_first_power_file_without_a_step_takes_the_lenders_baseline_and_says_so(monkeypatch):
+    own = load_profile("h200")
+    borrowing = dataclasses.replace(own, power=dataclasses.replace(own.power, borrowed_from="h200"))
+    monkeypatch.setattr(power_fit, "load_profile", lambda gpu: borrowing)
+    assert power_fit.borrowed_baseline("b200").startswith("benchmarks/power/fit.py on data/h200/power/nvml")
+    assert power_fit.borrowed_baseline("b200").endswith(", borrowed from h200 (no --step of this GPU yet)")
+    monkeypatch.setattr(power_fit, "load_profile", lambda gpu: own)
+    assert power_fit.borrowed_baseline("h200") is None

@@ -24,7 +24,7 @@ def test_the_96_gb_h100_runs_what_the_80_gb_one_cannot(tmp_path):
                            "--", "python", str(SCRIPTS / "variant_probe.py")],
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert "PROBE NVIDIA H100 102034833408" in done.stdout  # 85029027840 x 96 / 80
+    assert "PROBE NVIDIA H100 102020992205" in done.stdout  # 85017493504 x 96 / 80
     assert "PROBE fits 86 GiB" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gpu_name"] == "NVIDIA H100" and summary["variant"]["of"] == "h100"
