@@ -1,6 +1,6 @@
 """The simulator's own cost per intercepted op: CPU time of `phantora run` per op of the program, and its start-up.
 
-    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 20 steps each
+    python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 40 steps each
     python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,30
 
 Each workload runs twice under `phantora run --gpu h200` (one rank), with a few steps and with more. The op
@@ -9,7 +9,9 @@ counts (summary.json: kernels, host-only ops, subclass ops) and the CPU time of 
 per intercepted op: FakeTensorMode's propagation, Phantora's recording, costing and transport), free of the
 fixed start-up (interpreter and torch import, shim install, model construction, reports), which is what the
 first run leaves over: **start-up** = its CPU less its ops at the marginal cost. Each step count runs `--repeat`
-times and the run with the least CPU counts (other processes on a shared machine only add to it). The workloads:
+times and the run with the least CPU counts (other processes on a shared machine only add to it). The second run
+is long (40 steps) because the difference carries the noise of both runs: with 20, the Hugging Face Llama's
+~10,000 ops between them moved its cost by tens of µs between runs of the same code. The workloads:
 
 - `nanogpt`: examples/nanogpt_train.py, GPT-2 124M (GPU-bound shapes; what README.md runs);
 - `llama_tiny`: benchmarks/workloads/llama_train.py at 512 wide, 4 layers (host-bound: many small ops);
@@ -90,7 +92,7 @@ def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"comma-separated, of: {', '.join(WORKLOADS)}")
-    p.add_argument("--steps", default="4,20", help="the two step counts, FEW,MANY (the workloads time steps after 3; "
+    p.add_argument("--steps", default="4,40", help="the two step counts, FEW,MANY (the workloads time steps after 3; "
                    "more steps between them, less noise from other processes on the machine)")
     p.add_argument("--repeat", type=int, default=2, help="runs of each step count; the least CPU counts")
     p.add_argument("--name", default="per_op_cost", help="data/simulator/per_op_cost/<name>.json")

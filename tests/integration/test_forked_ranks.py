@@ -35,6 +35,7 @@ def test_a_forked_rank_observes_what_an_execd_rank_observes(torchrun):
         assert same["argv"] == [str(SCRIPTS / "process_probe.py"), "a", "--b"] and same["name"] == "__main__"
         assert same["own_group"] and same["parent_is_launcher"] and same["torch_threads"] == 1  # OMP_NUM_THREADS=1
         assert same["simulated_clock"]  # the program's time.monotonic() is the simulated clock
+        assert same["runtime_frozen"]  # runtime/bootstrap.py Note [The collector and the runtime's objects]
     for key in RANDOM:
         assert forked[0][key] != forked[1][key], key
 

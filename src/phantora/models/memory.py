@@ -475,7 +475,7 @@ class Stat:
         self.freed = 0
 
 
-def _increase(stats: tuple[Stat, Stat], amount: int) -> None:
+def _increase(stats: tuple[Stat, ...], amount: int) -> None:
     """`Stat.increase` of the aggregate stat and the pool's (what `for_each_selected_stat_type` updates), inline:
     the allocator model changes a dozen stats per allocation, on every new tensor of the program."""
     for stat in stats:
@@ -487,7 +487,7 @@ def _increase(stats: tuple[Stat, Stat], amount: int) -> None:
         stat.allocated += amount
 
 
-def _decrease(stats: tuple[Stat, Stat], amount: int) -> None:
+def _decrease(stats: tuple[Stat, ...], amount: int) -> None:
     """`Stat.decrease` of the aggregate stat and the pool's, inline."""
     for stat in stats:
         current = stat.current = stat.current - amount
@@ -537,11 +537,15 @@ class _Block:
 class _PoolStats:
     """The stats a change in one pool updates: for each stat array, its aggregate stat and the pool's."""
 
-    __slots__ = _STAT_ARRAY_NAMES
+    __slots__ = (*_STAT_ARRAY_NAMES, "block_counts", "block_bytes")
 
     def __init__(self, stats: list[list[Stat]], pool_type: int) -> None:
         for name, array in zip(_STAT_ARRAY_NAMES, stats):
             setattr(self, name, (array[_AGGREGATE], array[pool_type]))
+        self.block_counts = (*self.allocation, *self.active)
+        """What a block's allocation counts up by one (`alloc_found_block`'s allocation and active stats)..."""
+        self.block_bytes = (*self.allocated_bytes, *self.active_bytes)
+        """... and by the block's size: one call each instead of one per stat array."""
 
 
 class _BlockPool:
@@ -560,11 +564,11 @@ class _BlockPool:
     def insert(self, block: _Block) -> None:
         """BlockPool::insert_into_blocks: also stamps the block's age for garbage collection."""
         block.gc_count_base = self.get_free_blocks_call_count
-        insort(self.keys, block.key())
+        insort(self.keys, (block.stream, block.size, block.ptr))  # block.key(), inline (every allocation and free)
         self.by_ptr[block.ptr] = block
 
     def erase(self, block: _Block) -> None:
-        key = block.key()
+        key = (block.stream, block.size, block.ptr)  # block.key(), inline
         i = bisect_left(self.keys, key)
         assert i < len(self.keys) and self.keys[i] == key, "block not in pool (model bug)"
         del self.keys[i]
@@ -907,10 +911,11 @@ class CachingAllocatorModel:
         pool = p.pool
         if self._allowed_memory_maximum is not None and self.config.garbage_collection_threshold > 0.0:
             pool.get_free_blocks_call_count += 1  # ages blocks for garbage collection
-        i = pool.lower_bound(p.stream, p.size)
-        if i == len(pool.keys) or pool.keys[i][0] != p.stream:
+        keys = pool.keys
+        i = bisect_left(keys, (p.stream, p.size, 0))  # pool.lower_bound and pool.at, inline (every allocation)
+        if i == len(keys) or keys[i][0] != p.stream:
             return False
-        block = pool.at(i)
+        block = pool.by_ptr[keys[i][2]]
         max_split = self.config.max_split_size_bytes
         if p.size < max_split and block.size >= max_split:
             return False  # do not return an oversized block for a small request
@@ -992,10 +997,8 @@ class CachingAllocatorModel:
 
         block.allocated = True
         block.requested_size = orig_size
-        _increase(stats.allocation, 1)
-        _increase(stats.allocated_bytes, block.size)
-        _increase(stats.active, 1)
-        _increase(stats.active_bytes, block.size)
+        _increase(stats.block_counts, 1)  # allocation and active
+        _increase(stats.block_bytes, block.size)  # allocated_bytes and active_bytes
         _increase(stats.requested_bytes, orig_size)
         if block.size >= self.config.max_split_size_bytes:
             self._oversize_allocations.increase(1)

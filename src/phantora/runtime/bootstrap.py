@@ -3,10 +3,21 @@
 Run as `python -m phantora.runtime.bootstrap SCRIPT ARGS...` (or `-m MODULE ARGS...`) with the
 rank's configuration in $PHANTORA_RUN_CONFIG; the CLI does this. The script runs as `__main__`
 with `sys.argv` exactly as the user wrote it.
+
+Note: [The collector and the runtime's objects]
+Importing torch and installing the runtime leave about 310,000 Python objects that live as long as the rank.
+Python's cyclic collector walks every object it tracks in each full collection, and a training loop's
+allocations start one every 20-40 steps of nanoGPT: 0.13-0.18 s of CPU each, over objects that can never be
+garbage. `gc.freeze()` once the runtime is installed moves them to the permanent generation, which collections
+skip: a full collection then walks the program's own objects alone (6 ms for nanoGPT, 25 ms with Transformers
+imported). The fork server freezes what it imported before it forks (runtime/zygote.py), so that the ranks'
+collections also leave those pages unwritten and shared. The program's objects are collected as before; only
+the moments of full collections move (each frees what it finds unreachable, as before).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import runpy
 import sys
@@ -156,6 +167,7 @@ def main() -> int:
         print("phantora: no script given", file=sys.stderr)
         return 2
     session = install(config)
+    gc.freeze()  # Note [The collector and the runtime's objects]
     code = run_user_program(argv)
     if session.host_timer is not None:
         session.host_timer.stop()  # measured host time ends with the program

@@ -184,7 +184,7 @@ def make_op_call(func: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs
 def _fake_cuda_index(tensors: list[FakeTensor]) -> int | None:
     """`_cuda_index` of fake tensors, outside a fake kernel (where their device is their fake device)."""
     for t in tensors:
-        device = t.fake_device
+        device = t._fake_device  # FakeTensor.fake_device, without the property's call
         if device.type == "cuda":
             return device.index or 0
     return None
@@ -271,13 +271,13 @@ class KernelRecorder:
         device = _fake_cuda_index(outputs)
         flat = None
         if device is None:
-            flat = _leaves((args, kwargs))
+            flat = _arguments(args, kwargs)
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
             if device is None:
                 return  # work on fake *CPU* tensors: host-side, no GPU kernel
         stream_id = self._current_stream(device)
         for o in outputs:
-            if o.fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
+            if o._fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
                 self.memory.track_new_storage(o, stream_id, traits.resizes)
         node = torch._C._current_autograd_node()
         backward = node is not None and self._in_backward(node)
@@ -289,7 +289,7 @@ class KernelRecorder:
         shadowed = traits.makes_known_values or bool(shadows)  # whether the op could run on shadows
         if self.unwaited or shadowed:
             if flat is None:
-                flat = _leaves((args, kwargs))
+                flat = _arguments(args, kwargs)
             inputs = [a for a in flat if isinstance(a, torch.Tensor)]
             propagated = shadowed and shadows.propagate(func, args, kwargs, inputs, out)
             self.before_kernel(inputs, written=inputs if traits.mutable and not propagated else ())
@@ -497,6 +497,19 @@ def _view_outputs(func, args: tuple, kwargs: dict) -> int:
 Handler = Callable[["HybridMode", Any, tuple, dict], Any]
 
 
+class _Route:
+    """What `HybridMode` asks of an op on every call, kept by the op's `id`: an `OpOverload` hashes in Python
+    (`hash(self._op)`), so a set or dict lookup by the op costs a Python call each."""
+
+    __slots__ = ("func", "passthrough", "handler")
+
+    def __init__(self, func: Any, handler: Handler | None) -> None:
+        self.func = func
+        """Held, so that no other op takes its `id` while this entry lives."""
+        self.passthrough = func in _PASSTHROUGH
+        self.handler = handler
+
+
 class HybridMode(TorchDispatchMode):
     """Routes each op to the real CPU or to the recording fake mode; see Note [Hybrid dispatch]."""
 
@@ -521,10 +534,12 @@ class HybridMode(TorchDispatchMode):
         self.recorder = fake_mode.recorder
         self.session = fake_mode.recorder.session
         self._handlers = handlers
+        self._routes: dict[int, _Route] = {}
+        """id(op) -> what routing needs of the op, worked out at its first call (`_Route`)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _DEVICE and type(args[0]) is FakeTensor:  # Note [Device queries]
-            return _META if args[0].fake_mode.in_kernel_invocation else args[0].fake_device
+            return _META if args[0].fake_mode.in_kernel_invocation else args[0]._fake_device
         local = self.fake_mode.routed
         with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
             outer, local.value = local.value, True
@@ -534,12 +549,15 @@ class HybridMode(TorchDispatchMode):
                 local.value = outer
 
     def _route(self, func, types, args: tuple, kwargs: dict):
-        if func in _PASSTHROUGH:
+        route = self._routes.get(id(func))
+        if route is None or route.func is not func:
+            route = self._routes[id(func)] = _Route(func, self._handlers.get(func))
+        if route.passthrough:
             return func(*args, **kwargs)
         active_fake = torch._C._get_dispatch_mode(_FAKE_MODE_KEY)
         if active_fake is not None and active_fake is not self.fake_mode:
             return func(*args, **kwargs)  # Note [Foreign fake modes]
-        flat = _leaves((args, kwargs))
+        flat = _arguments(args, kwargs)
         subclasses, has_fake, has_foreign, other_mode = [], False, False, None
         own = self.fake_mode
         for a in flat:
@@ -566,7 +584,7 @@ class HybridMode(TorchDispatchMode):
             if any(isinstance(a, torch.Tensor) for a in flat):
                 return func(*args, **kwargs)  # real CPU work
             return self._factory(func, args, kwargs)
-        handler = self._handlers.get(func)
+        handler = route.handler
         if handler is not None:
             return handler(self, func, args, kwargs)
         if has_foreign:
@@ -579,7 +597,7 @@ class HybridMode(TorchDispatchMode):
 
     def run_fake(self, func, args: tuple, kwargs: dict) -> Any:
         """Run `func` under the recording fake mode, real (CPU or meta) inputs made fake first."""
-        if any(_is_foreign(a) for a in _leaves((args, kwargs))):
+        if any(_is_foreign(a) for a in _arguments(args, kwargs)):
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
@@ -704,6 +722,19 @@ def _leaves(value: Any) -> list:
     """`tree_flatten(value)[0]`, faster for what ops take and return: tensors and scalars in lists and tuples."""
     found: list = []
     _collect(value, found)
+    return found
+
+
+def _arguments(args: tuple, kwargs: dict) -> list:
+    """`_leaves((args, kwargs))`, without its calls for the two containers every op has."""
+    found: list = []
+    for v in args:
+        if type(v) in _LEAVES or isinstance(v, torch.Tensor):
+            found.append(v)
+        else:
+            _collect(v, found)
+    if kwargs:
+        _collect(kwargs, found)
     return found
 
 

@@ -116,6 +116,28 @@ def _blind_to_floats(func: Any) -> bool:
     return func.__name__.startswith("_foreach_") and not func._schema.returns
 
 
+class _KeyedOp:
+    """An op as a key holds it: one object per op, hashed by identity. An `OpOverload` hashes in Python
+    (`hash(self._op)`), and a key is hashed on every call."""
+
+    __slots__ = ("func", "blind")
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        """Held, so that no other op takes its `id` while this entry lives."""
+        self.blind = _blind_to_floats(func)
+
+
+_keyed_ops: dict[int, _KeyedOp] = {}
+
+
+def _keyed_op(func: Any) -> _KeyedOp:
+    keyed = _keyed_ops.get(id(func))
+    if keyed is None or keyed.func is not func:
+        keyed = _keyed_ops[id(func)] = _KeyedOp(func)
+    return keyed
+
+
 def enabled_by_environment() -> bool:
     return os.environ.get("PHANTORA_DISPATCH_CACHE", "1") != "0"
 
@@ -160,8 +182,9 @@ class DispatchCache:
         keys by more than the arguments (symbolic shapes, or a proxy mode tracing)."""
         if self._mode.shape_env is not None or _get_dispatch_mode(_PROXY) is not None:
             return None
-        parts: list = [func, _get_default_dtype(), _get_default_device(), _inference_mode()]
-        blind = _blind_to_floats(func)
+        op = _keyed_op(func)
+        parts: list = [op, _get_default_dtype(), _get_default_device(), _inference_mode()]
+        blind = op.blind
         with _no_subclass_torch_function():  # FakeTensor has none; without the check, its attributes read faster
             if not self._add(parts, args, blind):
                 return None
@@ -180,7 +203,7 @@ class DispatchCache:
             if kind is FakeTensor:
                 if v.fake_mode is not mode or v.constant is not None or v.layout is not _strided:
                     return False
-                parts.append((v.dtype, v.shape, v.stride(), v.fake_device, v.storage_offset(),
+                parts.append((v.dtype, v.shape, v.stride(), v._fake_device, v.storage_offset(),
                               v.untyped_storage().nbytes(), v.requires_grad, v.is_conj(), v.is_neg(),
                               v.is_inference()))
             elif kind in _SCALARS:

@@ -96,7 +96,12 @@ class EngineLink:
     # -- work ------------------------------------------------------------------------------
     def kernel(self, stream_id: int, duration_ns: int, name: str, *, flops: float = 0.0, bytes_moved: float = 0.0,
                kernel_class: str = "", detail: str = "") -> None:
-        self._append(KernelRecord(stream_id, self.host_ns, duration_ns, name, flops, bytes_moved, kernel_class, detail))
+        with self.lock:  # `_append`, inline: nearly every op a rank intercepts sends a kernel
+            pending = self._pending
+            pending.append(KernelRecord(stream_id, self.host_ns, duration_ns, name, flops, bytes_moved, kernel_class,
+                                        detail))
+            if len(pending) >= self.batch_limit:
+                self.flush()
 
     def collective(self, record: CollectiveRecord | CoalescedRecord) -> None:
         """An NCCL call built by the collectives backend (its host_ns must be `host_ns`)."""

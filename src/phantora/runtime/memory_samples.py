@@ -11,6 +11,13 @@ width until at most half the limit remain; widths only double, so a merged point
 a later, wider bucket. Peaks survive exactly; a point's time moves by less than a
 bucket, about 1/2000 of the time covered so far, the same order as memory.json's own buckets.
 Runs with fewer than `limit` samples are kept exactly.
+
+A compaction runs every few thousand allocator changes, over every sample kept, so its cost per sample is
+part of each op's. Samples are in time order, so a bucket's samples are adjacent: with one device (a rank's
+usual case) one pass merges each run of equal buckets, with no dict, and leaves them in order (`_merge_runs`);
+merging already merged samples again into wider buckets gives what merging the originals would (buckets nest,
+maxima and last times compose), so a width that left too many points merges the merged list, not the
+original. The result is the one the general merge gives (a test compares them).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ MemorySample = tuple[int, int, int, int]
 class MemorySamples:
     """An append-only, time-ordered list of allocator samples that compacts itself (Note above)."""
 
-    __slots__ = ("limit", "width_ns", "_samples")
+    __slots__ = ("limit", "width_ns", "_samples", "_devices")
 
     def __init__(self, limit: int = 8192) -> None:
         if limit < 4:
@@ -33,10 +40,14 @@ class MemorySamples:
         self.width_ns = 1
         """The time bucket samples were last merged into (1: not merged yet)."""
         self._samples: list[MemorySample] = []
+        self._devices: set[int] = set()
+        """The devices sampled so far."""
 
     def append(self, sample: MemorySample) -> None:
-        self._samples.append(sample)
-        if len(self._samples) >= self.limit:
+        samples = self._samples
+        samples.append(sample)
+        if len(samples) >= self.limit:
+            self._devices.update(s[1] for s in samples)
             self._compact()
 
     def __iter__(self) -> Iterator[MemorySample]:
@@ -51,14 +62,37 @@ class MemorySamples:
         width = self.width_ns  # grows by doubling only, so earlier buckets nest in the new ones
         while width * (self.limit // 2) <= span_ns:
             width *= 2
+        merge = _merge_runs if len(self._devices) == 1 else _merge
         while True:
-            merged: dict[tuple[int, int], MemorySample] = {}
-            for t, d, a, r in samples:
-                key = (d, t // width)
-                old = merged.get(key)
-                merged[key] = (t, d, max(a, old[2]), max(r, old[3])) if old else (t, d, a, r)
-            if len(merged) <= self.limit // 2:
+            samples = merge(samples, width)
+            if len(samples) <= self.limit // 2:
                 break
             width *= 2
         self.width_ns = width
-        self._samples = sorted(merged.values(), key=lambda s: (s[0], s[1]))
+        self._samples = samples
+
+
+def _merge(samples: list[MemorySample], width: int) -> list[MemorySample]:
+    """Samples of one device in the same bucket of `width` ns merged into one (the last time, the largest bytes),
+    in time order."""
+    merged: dict[tuple[int, int], MemorySample] = {}
+    for t, d, a, r in samples:
+        key = (d, t // width)
+        old = merged.get(key)
+        merged[key] = (t, d, max(a, old[2]), max(r, old[3])) if old else (t, d, a, r)
+    return sorted(merged.values(), key=lambda s: (s[0], s[1]))
+
+
+def _merge_runs(samples: list[MemorySample], width: int) -> list[MemorySample]:
+    """`_merge` of time-ordered samples of a single device: each run of samples in one bucket becomes one."""
+    merged: list[MemorySample] = []
+    bucket = -1
+    for sample in samples:
+        t = sample[0]
+        if t // width != bucket:
+            bucket = t // width
+            merged.append(sample)
+            continue
+        _, d, a, r = merged[-1]
+        merged[-1] = (t, d, a if a > sample[2] else sample[2], r if r > sample[3] else sample[3])
+    return merged

@@ -91,7 +91,7 @@ class MemoryTracker:
             return
         for listener in self.new_storage_listeners:
             listener(key)
-        device = tensor.fake_device.index or 0
+        device = tensor._fake_device.index or 0  # FakeTensor.fake_device, without the property's call
         nbytes = storage.nbytes()
         try:
             handle = self._session.allocators[device].malloc(nbytes, stream_id)

@@ -249,11 +249,18 @@ class Session:
                 self._charge(host_ns)
             if self.graph_capture is not None and self.graph_capture.capture(costed, stream):
                 return
-            self.link.kernel(self.stream_id(stream), estimate.duration_ns, costed.op.name, flops=estimate.flops,
+            stream_id = self._stream_ids.get(stream)
+            if stream_id is None:
+                stream_id = self.stream_id(stream)
+            self.link.kernel(stream_id, estimate.duration_ns, costed.op.name, flops=estimate.flops,
                              bytes_moved=estimate.bytes_moved, kernel_class=estimate.kernel_class,
                              detail=costed.detail)
             self._count(estimate)
-            self._log(costed)
+            counter = costed.calls  # `_log`, inline while the op has its counter
+            if counter is None:
+                self._log(costed)
+            else:
+                counter[0] += 1
 
     def _log(self, costed: CostedOp) -> None:
         """Count the call in the op log (profiler/oplog.py Note [Counting ops on the hot path])."""

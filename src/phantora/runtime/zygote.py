@@ -37,6 +37,7 @@ started by exec, asks for real when it asks.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import socket
@@ -231,6 +232,7 @@ def main() -> int:
         sock.send(pickle.dumps(f"importing torch and the runtime left {count} threads running; a process with "
                                "threads cannot fork safely"))
         return 1
+    gc.freeze()  # bootstrap.py Note [The collector and the runtime's objects]
     sock.send(pickle.dumps("ready"))
     serve(sock)
     return 0

@@ -7,7 +7,7 @@ changed, and receives a `SyncReply` for each batch that ends in a `SyncRequest`,
 the simulation stops. Nothing else ever crosses.
 
 Note: [Fast pickling of records]
-Records are frozen slotted dataclasses. Pickle's default path for them calls the dataclass's
+Records are slotted dataclasses. Pickle's default path for them calls the dataclass's
 Python-level `__getstate__`/`__setstate__` per record (~0.6 M records/s each way). `_Pickler` reduces
 each record class to `(cls, field values)` through a C-level dispatch table instead: encoding is
 ~4x faster and decoding ~2x (the record's own `__init__` rebuilds it). Any standard unpickler reads

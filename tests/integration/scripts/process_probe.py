@@ -1,5 +1,6 @@
 """Prints, as one `PROBE {json}` line, what a rank process can observe of how it was started (tests/integration/
 test_forked_ranks.py compares a rank forked from the fork server with one started by exec)."""
+import gc
 import json
 import multiprocessing
 import os
@@ -27,5 +28,6 @@ print("PROBE " + json.dumps({
     "authkey": multiprocessing.current_process().authkey.hex(),
     "simulated_clock": abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) > 1.0,
     "forked": b"phantora.runtime.zygote" in open("/proc/self/cmdline", "rb").read(),
+    "runtime_frozen": gc.get_freeze_count() > 100_000,  # torch's and the runtime's objects: out of the collector's way
 }), flush=True)
 dist.destroy_process_group()

@@ -56,3 +56,25 @@ def test_memory_json_keeps_the_peak_from_compacted_samples():
     assert bounded["reserved_bytes"][-1] == exact["reserved_bytes"][-1]
     assert abs(len(bounded["time_s"]) - len(exact["time_s"])) <= 2
 
+
+
+def test_one_device_merges_as_several_devices_do(monkeypatch):
+    """A rank with one device merges runs of samples in one pass (Note [Bounded memory samples]); the points
+    are the general merge's, also where several samples share a time."""
+    from phantora.runtime import memory_samples
+
+    samples, t = [], 0
+    for i in range(20_000):
+        t += (i * 7919) % 5 * 300  # steps of 0-1200 ns, many of them 0
+        samples.append((t, 0, (i * 104729) % 1000, i // 10))
+    for width in (1, 3, 1024, 10**5):
+        assert memory_samples._merge_runs(samples, width) == memory_samples._merge(samples, width)
+    one_pass = MemorySamples(limit=300)
+    for s in samples:
+        one_pass.append(s)
+    monkeypatch.setattr(memory_samples, "_merge_runs", memory_samples._merge)
+    general = MemorySamples(limit=300)
+    for s in samples:
+        general.append(s)
+    assert one_pass.width_ns == general.width_ns > 1
+    assert list(one_pass) == list(general)
