@@ -93,18 +93,25 @@ def _device_count_asked_apart() -> Iterator[None]:
 
 def _in_a_child(ask: Callable[[], int]) -> int:
     """`ask()` run in a child process that exits at once; its answer."""
+    return int(answer_of_child(lambda write: str(ask())) or 0)
+
+
+def answer_of_child(child: Callable[[int], str]) -> str:
+    """Fork a child that runs `child(write)` and exits at once; what it returned ("" if it failed). `write` is the
+    answer pipe's end, which a process the child forks must close: the answer ends when every copy is closed."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            os.write(write, str(ask()).encode())
+            os.close(read)
+            os.write(write, child(write).encode())
         finally:
             os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as answer:
         text = answer.read()
     os.waitpid(pid, 0)
-    return int(text or 0)
+    return text.decode()
 
 
 def threads() -> int:
@@ -137,23 +144,16 @@ def serve(sock: socket.socket) -> None:
 
 def spawn(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str, fds: list[int], intra_op: int) -> int:
     """Fork the rank through a middle process that exits at once, so the launcher adopts it; its pid."""
-    read_pid, write_pid = os.pipe()
-    middle = os.fork()
-    if middle == 0:
-        try:
-            os.close(read_pid)
-            middle_pid = os.getpid()
-            rank = os.fork()
-            if rank == 0:
-                os.close(write_pid)
-                become_rank(sock, argv, env, cwd, fds, intra_op, middle_pid)
-            os.write(write_pid, str(rank).encode())
-        finally:
-            os._exit(0)
-    os.close(write_pid)
-    with os.fdopen(read_pid, "rb") as f:
-        pid = f.read()
-    os.waitpid(middle, 0)
+
+    def fork_rank(write: int) -> str:
+        middle_pid = os.getpid()
+        rank = os.fork()
+        if rank == 0:
+            os.close(write)
+            become_rank(sock, argv, env, cwd, fds, intra_op, middle_pid)
+        return str(rank)
+
+    pid = answer_of_child(fork_rank)
     if not pid:
         raise RuntimeError("the fork server could not fork a rank")
     return int(pid)
