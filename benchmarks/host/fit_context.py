@@ -51,9 +51,6 @@ PHASES = data_dir(GPU, "host", "phases", "phases.json")
 INTERLEAVED = LAUNCH_BOUND / "runs" / "2026-11-22-02" / "launch_bound_order.json"
 """The DataLoader variants interleaved and repeated on another lease."""
 COUNTS = LAUNCH_BOUND / "host_counts.json"
-SIMULATED_CALLS = LAUNCH_BOUND / "simulated_calls.json"
-"""The variants run under `phantora run --host-time counted` (measure_launch_bound.py): the Python calls the
-simulation counts per phase, beside the real runs' (launch_bound.json "calls")."""
 """What the simulated variants would be charged for, phase by phase (written by --simulate)."""
 FITTED = ("framework_ns", "module_call_ns", "autograd_node_ns", "optimizer_step_ns", "zero_grad_ns",
           "zero_grad_per_param_ns", "grad_norm_ns", "dataloader_next_ns", "dataloader_contention_ns")
@@ -180,48 +177,6 @@ def fit(measured: dict, sim: dict) -> dict[str, int]:
     return {k: int(round(v * 1e6, -2)) for k, v in ms.items()}
 
 
-COUNTED = ("framework_ns", "python_call_ns", "autograd_node_ns", "optimizer_step_ns", "zero_grad_ns",
-           "zero_grad_per_param_ns", "grad_norm_ns")
-"""The constants `--host-time counted` fits afresh (HostConstants.counted_python); module_call_ns is 0 there."""
-
-
-def with_simulated_calls(sim: dict) -> dict:
-    """`sim` (host_counts.json) with each phase's Python calls as the simulation counts them (SIMULATED_CALLS)."""
-    calls = {v["name"]: v["calls"] for v in json.loads(SIMULATED_CALLS.read_text())["variants"]}
-    return {n: {p: {**s, "python_calls": calls[n].get(p, {}).get("call", 0)} for p, s in phases.items()}
-            for n, phases in sim.items() if n in calls}
-
-
-def fit_counted(measured: dict, sim: dict) -> dict[str, int]:
-    """As `fit`, with the program's Python calls (runtime/python_calls.py) in place of module calls:
-    forward = base + framework_ns * kernel ops + python_call_ns * Python calls; each later phase pays its Python
-    calls at that price before its own term."""
-    names = list(sim)
-
-    def phase(n, p):
-        return sim[n].get(p, {"base_ms": 0.0, "kernel_ops": 0, "python_calls": 0})
-
-    def fwd(n):  # forward and loss together (the llama variants mark the loss apart)
-        a, b = phase(n, "fwd"), phase(n, "loss")
-        return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
-
-    meas = {n: measured[n]["phase_ms_median"] for n in names}
-    f, py = lsq([(meas[n]["fwd"] + meas[n].get("loss", 0), fwd(n)["base_ms"],
-                  [fwd(n)["kernel_ops"], fwd(n)["python_calls"]]) for n in names])
-
-    def known(n, p):  # what a phase costs before its own term
-        return phase(n, p)["base_ms"] + f * phase(n, p)["kernel_ops"] + py * phase(n, p)["python_calls"]
-
-    (node,) = lsq([(meas[n]["bwd"], known(n, "bwd"), [phase(n, "bwd")["autograd_nodes"]]) for n in names])
-    zero, per_param = lsq([(meas[n]["zero"], known(n, "zero"), [1, phase(n, "zero")["zero_grad_params"]])
-                           for n in names])
-    opt = statistics.median(meas[n]["opt"] - known(n, "opt") for n in names)
-    clip = statistics.median(meas[n]["clip"] - known(n, "clip") for n in names)
-    ms = {"framework_ns": f, "python_call_ns": py, "autograd_node_ns": node, "optimizer_step_ns": opt,
-          "zero_grad_ns": zero, "zero_grad_per_param_ns": per_param, "grad_norm_ns": clip}
-    return {k: int(round(v * 1e6, -1)) for k, v in ms.items()}
-
-
 def loader_pairs() -> list[tuple[dict, dict]]:
     """(nano_noloader, nano_script) measured one after the other (INTERLEAVED), at the average lease."""
     runs = [at_average_lease(v, leases.lease_of_path(str(INTERLEAVED)))
@@ -245,7 +200,6 @@ def predict(sim_phases: dict, c: dict) -> dict[str, float]:
                                         + c["zero_grad_ns"] * (s["zero_grad_params"] > 0)
                                         + c["zero_grad_per_param_ns"] * s["zero_grad_params"]
                                         + c["grad_norm_ns"] * s["grad_norms"]
-                                        + c.get("python_call_ns", 0) * s.get("python_calls", 0)
                                         # the contention is paid by the forward's ops; counted with next()
                                         + (c["dataloader_next_ns"] + c["dataloader_contention_ns"]) * s["batches"])
     return out
@@ -271,38 +225,12 @@ def load() -> tuple[dict, dict]:
     return measured, json.loads(COUNTS.read_text())
 
 
-def main_counted(args: argparse.Namespace) -> None:
-    measured, sim = load()
-    sim = with_simulated_calls({n: sim[n] for n in measured})
-    c = fit_counted(measured, sim)
-    source = f"benchmarks/host/fit_context.py --counted on {relative(LAUNCH_BOUND)}"
-    path = update_fitted(GPU, "host", {"counted_python": c}, {"counted_python": source}, specs_root=args.specs)
-    print(f"wrote {path}:", json.dumps(c))
-    model = json.loads((args.specs / GPU / "host.json").read_text())["constants"]  # the DataLoader's terms
-    print(f"\n{'variant':24s} {'phase':6s} {'calls':>6s} {'real':>6s} {'measured':>9s} {'counted':>8s} {'err %':>6s}")
-    for n, phases in sim.items():
-        pred = predict(phases, {**model, **c, "module_call_ns": 0})
-        meas, real = measured[n]["phase_ms_median"], measured[n].get("calls", {})
-        for p, s in phases.items():
-            err = 100 * (pred[p] - meas[p]) / meas[p] if meas[p] else float("nan")
-            print(f"{n:24s} {p:6s} {s['python_calls']:6d} {real.get(p, {}).get('call', 0):6d} {meas[p]:9.3f} "
-                  f"{pred[p]:8.3f} {err:+6.1f}")
-        total = sum(v for p, v in pred.items() if p != "sync")
-        host = sum(v for p, v in meas.items() if p != "sync")
-        print(f"{n:24s} {'HOST':6s} {'':6s} {'':6s} {host:9.3f} {total:8.3f} {100 * (total - host) / host:+6.1f}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulate", action="store_true",
                         help=f"simulate the variants again and rewrite {relative(COUNTS)}")
     parser.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
-    parser.add_argument("--counted", action="store_true",
-                        help="fit --host-time counted's constants (HostConstants.counted_python) instead, with the Python "
-                             f"calls the simulation counts ({relative(SIMULATED_CALLS)})")
     args = parser.parse_args()
-    if args.counted:
-        return main_counted(args)
     if args.simulate or not COUNTS.exists():
         names = [v["name"] for v in json.loads(MEASURED.read_text())["variants"]]
         COUNTS.write_text(json.dumps(simulate(names + ["llama_phases16", "llama_phases8"]), indent=1) + "\n")

@@ -273,38 +273,7 @@ def run_variant(name: str, steps: int, warmup: int, extras: bool = True) -> dict
         out["calls"] = {p: dict(c) for p, c in counter.counts.items()}
         if name in ("nano_script", "nano_noloader", "llama_script"):
             out["profile"] = profile_step(step, amp)
-    elif extras and simulated_calls() is not None:
-        out["calls"] = count_simulated_calls(step, amp)
     return out
-
-
-def simulated_calls() -> int | None:
-    """Under `phantora run --host-time counted`: the Python calls the simulation has counted so far (all threads)."""
-    if not SIMULATED:
-        return None
-    from phantora.runtime.python_calls import counted_calls
-    return counted_calls()
-
-
-def count_simulated_calls(step, amp) -> dict[str, dict[str, int]]:
-    """Python calls per phase of one step as the simulation counts them, shaped as CallCounter's ("call")."""
-    counts: dict[str, dict[str, int]] = {}
-
-    class Counted:
-        def __init__(self) -> None:
-            time.perf_counter()  # a clock read charges the calls so far
-            self.last = simulated_calls()
-
-        def mark(self, phase):
-            time.perf_counter()
-            now = simulated_calls()
-            counts[phase] = {"call": now - self.last}
-            self.last = now
-
-    sync()
-    step(Counted(), amp)
-    sync()
-    return counts
 
 
 def main() -> None:

@@ -64,9 +64,8 @@ def parse_result(log: str, config: dict) -> dict | None:
             "reserved_gib": float(reserved) if reserved else float("nan")}
 
 
-def phantora_command(config: dict, gpu: str, out: str, host_time: str = "model") -> list[str]:
-    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out, *GROUND_TRUTH_HOSTS,
-            "--host-time", host_time]
+def phantora_command(config: dict, gpu: str, out: str) -> list[str]:
+    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out, *GROUND_TRUTH_HOSTS]
     target = ["-m", config["script"]] if config.get("module") else [config["script"]]
     if config["world"] == 1:
         return [*head, "--", "python", *target, *config["args"]]
@@ -81,11 +80,11 @@ def prepare(config: dict) -> None:
                        check=True, capture_output=True)
 
 
-def simulate(config: dict, gpu: str, host_time: str = "model") -> dict:
+def simulate(config: dict, gpu: str) -> dict:
     prepare(config)
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
-        done = subprocess.run(phantora_command(config, gpu, out, host_time), capture_output=True, text=True, cwd=REPO,
+        done = subprocess.run(phantora_command(config, gpu, out), capture_output=True, text=True, cwd=REPO,
                               env={**os.environ, **config.get("env", {})})
         wall = time.monotonic() - started
         result = parse_result(done.stdout, config)
@@ -107,8 +106,6 @@ def main() -> int:
     parser.add_argument("--gpu", default="", help="only the measurements of this GPU model (h200, h100)")
     parser.add_argument("--json", type=Path, help="also write the rows here, rewritten after every configuration")
     parser.add_argument("--rescore", type=Path, help="run nothing: print the table of rows written by --json")
-    parser.add_argument("--host-time", default="model", choices=("model", "counted"),
-                        help="simulate with this --host-time mode (docs/models/host.md)")
     args = parser.parse_args()
     if args.rescore:
         return print_table(json.loads(args.rescore.read_text()))
@@ -125,16 +122,16 @@ def main() -> int:
                 reason = "failed on the GPU" if log.exists() else "not measured"
                 print(f"{config['name']} ({gpu}): no measurement ({reason}: {log.relative_to(REPO)})", flush=True)
                 continue
-            rows.append(compare(config, gpu, measured, args.host_time))
+            rows.append(compare(config, gpu, measured))
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
     return print_table(rows)
 
 
-def compare(config: dict, gpu: str, measured: dict, host_time: str = "model") -> dict:
+def compare(config: dict, gpu: str, measured: dict) -> dict:
     row = {"name": config["name"], "gpu": gpu, "measured": measured, "predicted": None}
     try:
-        row["predicted"] = predicted = simulate(config, gpu, host_time)
+        row["predicted"] = predicted = simulate(config, gpu)
     except RuntimeError as error:
         print(f"{config['name']} ({gpu}): FAILED: {error}", flush=True)
         return row

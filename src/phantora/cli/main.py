@@ -96,9 +96,8 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
            help="never slow GEMMs and attention for the GPU's power limit (docs/models/power.md)")
     option(p, "--host-time", choices=HOST_TIME_MODES, default="model",
            help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
-                "deterministic (default); counted = the host model with each Python function call of the "
-                "script charged a constant, deterministic; measured = the CPU time the script's own code takes "
-                "on this machine, outside Phantora (varies with load; docs/models/host.md)")
+                "deterministic (default); measured = the CPU time the script's own code takes on this "
+                "machine, outside Phantora (varies with load; docs/models/host.md)")
     option(p, "--host-time-scale", type=_positive_float, default=None, metavar="FACTOR",
            help="the target host CPU's time for the same work over the reference CPU's (0.8: the target "
                 "is 25%% faster; default 1): multiplies the host model's constants, or with --host-time "

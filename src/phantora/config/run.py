@@ -12,7 +12,7 @@ from phantora.models.host_contention import DEFAULT_HOST_CONTENTION, HOST_CONTEN
 
 CONFIG_ENV_VAR = "PHANTORA_RUN_CONFIG"
 """The CLI hands the rank process its `RankConfig` as JSON through this variable."""
-HOST_TIME_MODES = ("model", "counted", "measured")
+HOST_TIME_MODES = ("model", "measured")
 """`--host-time` choices; "model" (deterministic) is the default."""
 
 
@@ -56,10 +56,8 @@ class RankConfig:
     that no database has on the real GPU; empty: off."""
     host_time: str = "model"
     """How the simulated host clock advances between intercepted calls (`--host-time`): "model", the
-    host model's constants (deterministic); "counted", the host model with the program's Python function
-    calls counted and charged a constant each (deterministic, runtime/python_calls.py Note [Counted host
-    time]); or "measured", the CPU time the program's own code took on this machine (runtime/host_time.py
-    Note [Measured host time])."""
+    host model's constants (deterministic), or "measured", the CPU time the program's own code took on
+    this machine (runtime/host_time.py Note [Measured host time])."""
     host_time_scale: float = 1.0
     """`--host-time-scale`: the target host CPU's time for the same work over the reference one's (below
     1: a faster CPU). With host_time "model" every host-model constant is multiplied by it (the reference

@@ -37,7 +37,7 @@ the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields
 
 from phantora.models.compute import foreach_launches, itemsize
 from phantora.models.ops import OpCall, TensorMeta
@@ -149,18 +149,6 @@ class HostConstants:
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured; it keeps
     polling loops (`while not e.query()`) advancing in simulated time."""
-    python_call_ns: int = 0
-    """A Python function call the program makes (with its body), under `--host-time counted` only (0 here:
-    the default model charges Python through the terms above)."""
-    counted_python: Mapping[str, int] = field(default_factory=dict)
-    """`--host-time counted`'s values of the fields they name (runtime/python_calls.py Note [Counted host
-    time]): `python_call_ns` and the terms fitted beside it (benchmarks/host/fit_context.py --counted).
-    Empty for a GPU whose profile has none."""
-
-    def counted(self) -> "HostConstants":
-        """The constants of `--host-time counted`: `counted_python`'s values in place of the fields they name, and
-        no `module_call_ns` (a module call is Python calls, counted)."""
-        return replace(self, module_call_ns=0, counted_python={}, **self.counted_python)
 
     def scaled(self, factor: float) -> "HostConstants":
         """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long)."""

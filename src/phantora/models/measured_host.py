@@ -63,14 +63,7 @@ class MeasuredHostModel(HostModel):
 
 
 def host_model_for(mode: str, constants: HostConstants, scale: float = 1.0) -> HostModel:
-    """The host model of a `--host-time` mode on the GPU profile's host `constants`; in "model" and "counted"
-    modes `scale` (`--host-time-scale`) multiplies every constant (measured mode scales the measured CPU time
-    instead: runtime/host_time.py)."""
-    if mode == "measured":
-        return MeasuredHostModel(constants)
-    if mode == "counted":
-        if not constants.counted_python:
-            raise ValueError("--host-time counted: this GPU's profile has no fitted constants for it "
-                             "(benchmarks/host/fit_context.py --counted); use --host-time model")
-        return HostModel(constants.counted().scaled(scale))
-    return HostModel(constants.scaled(scale))
+    """The host model of a `--host-time` mode on the GPU profile's host `constants`; in "model" mode `scale`
+    (`--host-time-scale`) multiplies every constant (measured mode scales the measured CPU time instead:
+    runtime/host_time.py)."""
+    return MeasuredHostModel(constants) if mode == "measured" else HostModel(constants.scaled(scale))

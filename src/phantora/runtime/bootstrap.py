@@ -74,7 +74,7 @@ def install(config: RankConfig):
     install_module_conversion()
     install_foreach_support()
     install_tolist()
-    if config.host_time != "measured":  # measured host time replaces these costs (runtime/host_time.py)
+    if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
         install_python_costs(session)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
@@ -91,12 +91,9 @@ def install(config: RankConfig):
     install_step_marks(session)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
-    if config.host_time == "measured":  # the program's own CPU time counts from here (runtime/host_time.py)
+    if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
         from phantora.runtime.host_time import start_measuring
         start_measuring(session.host_timer, mode)
-    elif config.host_time == "counted":  # and its Python calls (runtime/python_calls.py)
-        from phantora.runtime.python_calls import start_counting
-        start_counting(session.host_timer, mode)
     return session
 
 

@@ -13,8 +13,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-SOURCES = (Path(__file__).with_name("csrc") / "phantora_cuda.cpp", Path(__file__).with_name("csrc") / "python_calls.cpp")
-"""The fake CUDA device, and the counter of the program's Python calls (`--host-time counted`)."""
+SOURCE = Path(__file__).with_name("csrc") / "phantora_cuda.cpp"
 
 
 class NativeBuildError(RuntimeError):
@@ -34,7 +33,7 @@ def _build_key() -> str:
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         raise NativeBuildError("PyTorch is not installed")
-    digest = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES))
+    digest = hashlib.sha256(SOURCE.read_bytes())
     digest.update(importlib.metadata.version("torch").encode())  # torch.__version__
     digest.update(spec.origin.encode())  # torch.__file__
     return digest.hexdigest()[:16]
@@ -48,7 +47,7 @@ def _compile_command(output: Path) -> list[str]:
     return [
         os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", "-std=c++20",
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
-        f"-I{torch_dir / 'include'}", *map(str, SOURCES),
+        f"-I{torch_dir / 'include'}", str(SOURCE),
         f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_dir / 'lib'}",
         "-o", str(output),
     ]

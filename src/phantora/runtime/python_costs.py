@@ -48,8 +48,7 @@ def install_python_costs(session: Session) -> None:
             return
         charge(host.module_call_ns())
 
-    if session.config.host_time != "counted":  # counted, a module call is Python calls (runtime/python_calls.py),
-        module.register_module_forward_pre_hook(module_call)  # and a global hook would slow Module.__call__
+    module.register_module_forward_pre_hook(module_call)
     optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: charge(host.optimizer_step_ns()))
     _charge_before(torch.optim.Optimizer, "zero_grad",
                    lambda opt: charge(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))

@@ -141,15 +141,10 @@ class Session:
         instead of the GPU; None when nothing captures."""
         self.host_timer = None
         """With `--host-time measured`: charges the program's own CPU time between intercepted calls
-        (runtime/host_time.py Note [Measured host time]); with `counted`, its Python calls (runtime/python_calls.py);
-        None with the host model alone (default)."""
+        (runtime/host_time.py Note [Measured host time]); None with the host model alone (default)."""
         if config.host_time == "measured":
             from phantora.runtime.host_time import install_session_timer
             self.host_timer = install_session_timer(self)
-        elif config.host_time == "counted":  # runtime/python_calls.py Note [Counted host time]
-            from phantora.runtime.native import build_shim
-            from phantora.runtime.python_calls import install_call_count_timer
-            self.host_timer = install_call_count_timer(self, str(build_shim()))
 
     # -- host time ---------------------------------------------------------------------------
     def now_ns(self) -> int:
