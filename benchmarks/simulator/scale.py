@@ -5,8 +5,12 @@
     python -m benchmarks.simulator.scale --diff-steps 4               # also cross-check the per-step time
     python -m benchmarks.simulator.scale --model llama3-8b --gpu h100 --host-contention none \
         --ranks 8,64,256,1024 --steps 5 --name llama3_8b_h100        # representative ranks, up to 1024 GPUs
+    python -m benchmarks.simulator.scale --workload torchtitan \
+        --cluster benchmarks/e2e/published/h100_96gb_grand_teton.toml --host-contention none \
+        --ranks 8,64,256,1024 --steps 5 --name torchtitan_llama3_8b_h100   # TorchTitan, unmodified
 
-Runs `benchmarks/workloads/llama_train.py` under `phantora torchrun --gpu GPU` at each rank count
+Runs `benchmarks/workloads/llama_train.py` (or, with `--workload torchtitan`, TorchTitan's Llama 3.1 8B FSDP as
+its published runs train it) under `phantora torchrun --gpu GPU` at each rank count
 (up to 8: one node of N; above: N/8 nodes of 8), one run at a time, and measures from outside. A job
 of several nodes runs representative ranks (`--simulate auto`, phantora's `--ranks auto`; the
 `processes` column says how many); `--simulate all` runs every rank:
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -257,6 +262,46 @@ class Workload:
                 str(self.n_kv_heads), "--ffn-dim", str(self.ffn_dim), "--vocab", str(self.vocab),
                 "--seq", str(self.seq), "--batch", str(self.batch)]
 
+    def program(self, ranks: int, steps: int, out: str) -> list[str]:
+        """What `phantora torchrun` runs (after its own options)."""
+        return [str(WORKLOAD), *self.args(steps)]
+
+    def step_of(self, line: str) -> tuple[int, float] | None:
+        """(step, simulated ms) from one line of the launcher's output, if it is rank 0's step line."""
+        m = STEP_LINE.match(line)
+        return (int(m.group(1)), float(m.group(2))) if m else None
+
+    def title(self) -> str:
+        return f"{self.parallel} Llama dim {self.dim} x {self.n_layers} layers, seq {self.seq}, {self.steps} steps"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchTitanWorkload:
+    """TorchTitan's Llama 3.1 8B, unmodified, as its published FSDP runs train it on every GPU
+    (benchmarks/e2e/published/torchtitan_llama3.py: local batch 2, seq 8192, per-op selective AC)."""
+
+    steps: int
+    model: str = "llama3-8b (TorchTitan)"
+
+    def program(self, ranks: int, steps: int, out: str) -> list[str]:
+        from benchmarks.e2e.published import torchtitan_llama3 as published
+        published.ensure_data()
+        return ["-m", "torchtitan.train", *published.torchtitan_args(ranks, steps, f"{out}/torchtitan")]
+
+    def step_of(self, line: str) -> tuple[int, float] | None:
+        """Rank 0's TorchTitan step line: its step and the step time its tokens/s implies."""
+        from benchmarks.e2e import groundtruth
+        from benchmarks.e2e.published import torchtitan_llama3 as published
+        if not line.startswith("[rank0]:") or not (m := groundtruth.TT_STEP.search(groundtruth.ANSI.sub("", line))):
+            return None
+        tokens = published.LOCAL_BATCH * published.SEQ_LEN
+        return int(m.group(1)), 1e3 * tokens / int(m.group(6).replace(",", ""))
+
+    def title(self) -> str:
+        from benchmarks.e2e.published import torchtitan_llama3 as published
+        return (f"TorchTitan Llama 3.1 8B FSDP, local batch {published.LOCAL_BATCH}, seq {published.SEQ_LEN}, "
+                f"selective AC, {self.steps} steps")
+
 
 def layout(ranks: int) -> tuple[int, int]:
     """(nnodes, nproc_per_node): one node up to 8 ranks, else nodes of 8."""
@@ -267,28 +312,50 @@ def layout(ranks: int) -> tuple[int, int]:
     return ranks // GPUS_PER_NODE, GPUS_PER_NODE
 
 
-def torchrun_command(ranks: int, workload: Workload, out: str, steps: int, args: argparse.Namespace) -> list[str]:
+def torchrun_command(ranks: int, workload: Workload | TorchTitanWorkload, out: str, steps: int,
+                     args: argparse.Namespace) -> list[str]:
     nnodes, nproc = layout(ranks)
-    return [*PHANTORA, "torchrun", "--gpu", args.gpu, "--out", out, "--no-progress", "--ranks", args.simulate,
+    target = (["--cluster", str(cluster_with_nodes(args.cluster, nnodes, Path(out)))] if args.cluster
+              else ["--gpu", args.gpu])
+    return [*PHANTORA, "torchrun", *target, "--out", out, "--no-progress", "--ranks", args.simulate,
             "--host-contention", args.host_contention, *([] if args.trace else ["--no-trace"]),
-            "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), str(WORKLOAD), *workload.args(steps)]
+            "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), *workload.program(ranks, steps, out)]
 
 
-def run_once(command: list[str], *, hz: float, pss_interval_s: float, log: Path) -> dict:
-    """Run one phantora command, sampling its process tree; return timings, memory and its summary."""
+NODES_LINE = re.compile(r"^nodes\s*=\s*(\d+)", re.MULTILINE)
+
+
+def cluster_with_nodes(cluster: Path, nnodes: int, out: Path) -> Path:
+    """`cluster` itself if it has `nnodes` nodes or more; else a copy beside `out` with `nodes = nnodes`: the same
+    GPUs, nodes and network, as many nodes as the job takes (a published cluster file has the published job's)."""
+    text = Path(cluster).read_text()
+    m = NODES_LINE.search(text)
+    if m is None or int(m.group(1)) >= nnodes:
+        return Path(cluster)
+    grown = out.parent / f"{out.name}_{Path(cluster).stem}_{nnodes}_nodes.toml"
+    grown.write_text(NODES_LINE.sub(f"nodes = {nnodes}", text, count=1))
+    return grown
+
+
+def run_once(command: list[str], *, hz: float, pss_interval_s: float, log: Path,
+             step_of: Callable[[str], tuple[int, float] | None] = lambda line: None) -> dict:
+    """Run one phantora command, sampling its process tree; return timings, memory and its summary. Its output
+    (stdout and stderr, where a program's logging goes) is copied to `log`; `step_of` reads step lines from it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the launcher's stdout is a pipe here: keep lines timely
     steps: list[tuple[int, float, float]] = []  # (step, wall s since launch, simulated ms)
     result = None
     with open(log, "w") as err:
         busy_before, own_before = _machine_busy_s(), time.process_time()
         started = time.monotonic()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO, env=env)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                                env=env)
         sampler = TreeSampler(proc.pid, started, 1.0 / hz, pss_interval_s)
         sampler.start()
         for line in proc.stdout:
             now = time.monotonic() - started
-            if m := STEP_LINE.match(line):
-                steps.append((int(m.group(1)), now, float(m.group(2))))
+            err.write(line)
+            if step := step_of(line):
+                steps.append((step[0], now, step[1]))
             elif m := RESULT_LINE.match(line):
                 result = json.loads(m.group(1))
         code = proc.wait()
@@ -321,11 +388,12 @@ def _cpu_at(timeline: list[tuple], t: float) -> tuple[float, float]:
     return best[3], best[4]
 
 
-def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: Path) -> dict:
+def measure(ranks: int, workload: Workload | TorchTitanWorkload, args: argparse.Namespace, scratch: Path) -> dict:
     out = scratch / f"out{ranks}"
     command = torchrun_command(ranks, workload, str(out), workload.steps, args)
     print(f"-- {ranks} ranks: {' '.join(command[2:])}", flush=True)
-    run = run_once(command, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}.log")
+    run = run_once(command, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}.log",
+                   step_of=workload.step_of)
     steps, stats = run["steps"], run["stats"]
     if len(steps) != workload.steps:
         raise RuntimeError(f"{ranks} ranks: saw {len(steps)} step lines of {workload.steps}")
@@ -384,7 +452,8 @@ def measure(ranks: int, workload: Workload, args: argparse.Namespace, scratch: P
         longer = workload.steps + args.diff_steps
         command2 = torchrun_command(ranks, workload, str(out), longer, args)
         print(f"   cross-check: {longer} steps", flush=True)
-        run2 = run_once(command2, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}b.log")
+        run2 = run_once(command2, hz=args.hz, pss_interval_s=args.pss_interval, log=scratch / f"stderr{ranks}b.log",
+                        step_of=workload.step_of)
         row["diff_steps"] = args.diff_steps
         row["wall_s_longer"] = run2["wall_s"]
         row["wall_per_step_by_difference_s"] = (run2["wall_s"] - run["wall_s"]) / args.diff_steps
@@ -479,16 +548,22 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 
 def _title(w: dict, machine: dict) -> str:
-    return (f"{w['parallel']} Llama dim {w['dim']} x {w['n_layers']} layers, seq {w['seq']}, {w['steps']} steps; "
-            f"{machine['cpus']} CPUs, {machine['mem_gib']} GiB")
+    what = w.get("title") or (f"{w['parallel']} Llama dim {w['dim']} x {w['n_layers']} layers, seq {w['seq']}, "
+                              f"{w['steps']} steps")  # results written before workloads had titles
+    return f"{what}; {machine['cpus']} CPUs, {machine['mem_gib']} GiB"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="2,8,32", help="comma-separated rank counts (default 2,8,32)")
+    p.add_argument("--workload", choices=["llama", "torchtitan"], default="llama",
+                   help="benchmarks/workloads/llama_train.py (default), or TorchTitan's Llama 3.1 8B FSDP, unmodified")
     p.add_argument("--parallel", choices=["fsdp", "ddp"], default="fsdp")
     p.add_argument("--model", choices=sorted(MODELS), help="a model's shape (overrides --dim ... --seq)")
     p.add_argument("--gpu", default="h200", help="the simulated GPU (default h200)")
+    p.add_argument("--cluster", type=Path, help="a cluster file for phantora's --cluster (instead of --gpu), e.g. "
+                   "benchmarks/e2e/published/h100_96gb_grand_teton.toml, the GPUs of TorchTitan's published runs "
+                   "(grown to as many nodes as a run takes)")
     p.add_argument("--simulate", choices=["auto", "all"], default="auto",
                    help="phantora's --ranks: representative ranks where the program allows (auto), or every rank")
     p.add_argument("--host-contention", default="h200-vm", help="phantora's --host-contention (default h200-vm)")
@@ -522,7 +597,8 @@ def main() -> int:
         p.error(f"--steps must be more than {WARMUP_STEPS + 1}")
     shape = dict(dim=args.dim, n_layers=args.n_layers, n_heads=args.n_heads, n_kv_heads=args.n_kv_heads,
                  ffn_dim=args.ffn_dim, vocab=args.vocab, seq=args.seq, batch=args.batch)
-    workload = Workload(parallel=args.parallel, steps=args.steps, **{**shape, **MODELS.get(args.model, {})})
+    workload = (TorchTitanWorkload(steps=args.steps) if args.workload == "torchtitan" else
+                Workload(parallel=args.parallel, steps=args.steps, **{**shape, **MODELS.get(args.model, {})}))
     rank_counts = [int(r) for r in args.ranks.split(",")]
     for r in rank_counts:
         layout(r)
@@ -533,8 +609,10 @@ def main() -> int:
         rows = [measure(r, workload, args, scratch) for r in rank_counts]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": "scale", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "machine": info, "workload": {"script": str(WORKLOAD.relative_to(REPO)), **asdict(workload)},
-           "gpu": args.gpu, "simulate": args.simulate, "host_contention": args.host_contention,
+           "machine": info, "workload": {"program": workload.program(0, args.steps, "OUT")[:2], **asdict(workload),
+                                         "title": workload.title()},
+           "gpu": args.gpu, "cluster": str(args.cluster) if args.cluster else None, "simulate": args.simulate,
+           "host_contention": args.host_contention,
            "warmup_steps": WARMUP_STEPS, "trace": args.trace, "hz": args.hz, "pss_interval_s": args.pss_interval,
            "baseline": base, "runs": rows}
     json_path = args.out_dir / f"{args.name}.json"

@@ -75,8 +75,8 @@ SETTINGS = {
 }
 
 
-def torchtitan_args(run: PublishedRun, steps: int, dump_folder: str) -> list[str]:
-    """TorchTitan's own preset and flags, with the published table's settings."""
+def torchtitan_args(gpus: int, steps: int, dump_folder: str) -> list[str]:
+    """TorchTitan's own preset and flags, with the published tables' settings, FSDP over `gpus` GPUs."""
     tt = groundtruth.TT
     return [
         "--job.config_file", f"{tt}/llama3_8b.toml", "--job.dump_folder", dump_folder,
@@ -84,7 +84,7 @@ def torchtitan_args(run: PublishedRun, steps: int, dump_folder: str) -> list[str
         "--training.dataset_path", groundtruth.TT_DATA,
         "--training.local_batch_size", str(LOCAL_BATCH), "--training.seq_len", str(SEQ_LEN),
         "--training.steps", str(steps), "--lr_scheduler.warmup_steps", "2",
-        "--parallelism.data_parallel_shard_degree", str(run.gpus),
+        "--parallelism.data_parallel_shard_degree", str(gpus),
         "--activation_checkpoint.mode", "selective", "--activation_checkpoint.selective_ac_option", "op",
         "--compile.no-enable", "--checkpoint.no-enable", "--profiling.no-enable-profiling",
         "--metrics.log_freq", "1", "--metrics.no-enable-tensorboard", "--validation.no-enable",
@@ -94,7 +94,7 @@ def torchtitan_args(run: PublishedRun, steps: int, dump_folder: str) -> list[str
 def phantora_command(run: PublishedRun, steps: int, out: str, extra: list[str]) -> list[str]:
     return [*PHANTORA, "torchrun", "--cluster", str(CLUSTER.relative_to(REPO)), "--host-contention", "none",
             "--out", out, "--no-progress", *extra, "--nnodes", str(run.nodes), "--nproc-per-node", str(GPUS_PER_NODE),
-            "-m", "torchtitan.train", *torchtitan_args(run, steps, f"{out}/torchtitan")]
+            "-m", "torchtitan.train", *torchtitan_args(run.gpus, steps, f"{out}/torchtitan")]
 
 
 def ensure_data() -> None:
