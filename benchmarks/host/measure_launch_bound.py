@@ -284,7 +284,8 @@ def main() -> None:
     p.add_argument("--no-extras", action="store_true", help="skip the call counts and the profiled step")
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_bound.json"))
     a = p.parse_args()
-    write_meta(os.path.dirname(os.path.abspath(a.out)), __file__)
+    if not SIMULATED:  # a simulated run is no measurement: it must not overwrite the measurement's meta.json
+        write_meta(os.path.dirname(os.path.abspath(a.out)), __file__)
     names = [n for n in a.only.split(",") if n] or DEFAULT_VARIANTS
     results = []
     for name in names:
