@@ -58,10 +58,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from benchmarks.common.paths import BENCHMARKS, DATA, REPO
+from benchmarks.e2e import groundtruth
+from benchmarks.e2e.published import torchtitan_llama3 as published
 
 WORKLOAD = BENCHMARKS / "workloads" / "llama_train.py"
 OUT_DIR = DATA / "simulator" / "scale"
@@ -262,6 +264,10 @@ class Workload:
                 str(self.n_kv_heads), "--ffn-dim", str(self.ffn_dim), "--vocab", str(self.vocab),
                 "--seq", str(self.seq), "--batch", str(self.batch)]
 
+    @property
+    def name(self) -> str:
+        return str(WORKLOAD.relative_to(REPO))
+
     def program(self, ranks: int, steps: int, out: str) -> list[str]:
         """What `phantora torchrun` runs (after its own options)."""
         return [str(WORKLOAD), *self.args(steps)]
@@ -281,24 +287,23 @@ class TorchTitanWorkload:
     (benchmarks/e2e/published/torchtitan_llama3.py: local batch 2, seq 8192, per-op selective AC)."""
 
     steps: int
-    model: str = "llama3-8b (TorchTitan)"
+
+    @property
+    def name(self) -> str:
+        return "-m torchtitan.train"
 
     def program(self, ranks: int, steps: int, out: str) -> list[str]:
-        from benchmarks.e2e.published import torchtitan_llama3 as published
         published.ensure_data()
         return ["-m", "torchtitan.train", *published.torchtitan_args(ranks, steps, f"{out}/torchtitan")]
 
     def step_of(self, line: str) -> tuple[int, float] | None:
         """Rank 0's TorchTitan step line: its step and the step time its tokens/s implies."""
-        from benchmarks.e2e import groundtruth
-        from benchmarks.e2e.published import torchtitan_llama3 as published
         if not line.startswith("[rank0]:") or not (m := groundtruth.TT_STEP.search(groundtruth.ANSI.sub("", line))):
             return None
         tokens = published.LOCAL_BATCH * published.SEQ_LEN
         return int(m.group(1)), 1e3 * tokens / int(m.group(6).replace(",", ""))
 
     def title(self) -> str:
-        from benchmarks.e2e.published import torchtitan_llama3 as published
         return (f"TorchTitan Llama 3.1 8B FSDP, local batch {published.LOCAL_BATCH}, seq {published.SEQ_LEN}, "
                 f"selective AC, {self.steps} steps")
 
@@ -548,8 +553,8 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 
 def _title(w: dict, machine: dict) -> str:
-    what = w.get("title") or (f"{w['parallel']} Llama dim {w['dim']} x {w['n_layers']} layers, seq {w['seq']}, "
-                              f"{w['steps']} steps")  # results written before workloads had titles
+    # results written before workloads had titles are the Llama workload's
+    what = w.get("title") or Workload(**{f.name: w[f.name] for f in fields(Workload) if f.name in w}).title()
     return f"{what}; {machine['cpus']} CPUs, {machine['mem_gib']} GiB"
 
 
@@ -609,8 +614,7 @@ def main() -> int:
         rows = [measure(r, workload, args, scratch) for r in rank_counts]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": "scale", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "machine": info, "workload": {"program": workload.program(0, args.steps, "OUT")[:2], **asdict(workload),
-                                         "title": workload.title()},
+           "machine": info, "workload": {"program": workload.name, **asdict(workload), "title": workload.title()},
            "gpu": args.gpu, "cluster": str(args.cluster) if args.cluster else None, "simulate": args.simulate,
            "host_contention": args.host_contention,
            "warmup_steps": WARMUP_STEPS, "trace": args.trace, "hz": args.hz, "pss_interval_s": args.pss_interval,
