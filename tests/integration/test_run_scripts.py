@@ -183,3 +183,15 @@ def test_cuda_build_paths_stay_off_the_real_device(phantora):
     else:
         assert seen["cudnn_version"] is None
     assert "PyTorch built with" in seen["config"] and "CUDA Runtime" not in seen["config"]
+
+
+def test_device_queries_from_cpp_are_answered_without_python_dispatch(phantora):
+    """Note [Device queries in C++]: with Phantora's mode on top, C++ gets a fake tensor's device from the shim
+    (Phantora's mode is never asked); a program's own mode above it is still asked, and the answers are right."""
+    run = phantora(str(SCRIPTS / "device_queries_probe.py"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("PROBE")
+    assert seen["is_cuda"] and not seen["is_cpu"] and not seen["is_meta"]
+    assert seen["grad_is_cuda"] and seen["grad_device"] == "cuda:0"
+    assert seen["hybrid_mode_asked"] == 0
+    assert seen["is_cuda_under_a_mode"] and seen["asked_the_programs_mode"] >= 1

@@ -91,6 +91,7 @@ def install(config: RankConfig):
     install_step_marks(session)
     VirtualClock(session.now_ns, session.host_wait).install()
     mode.__enter__()
+    native.install_fast_device_queries(mode)
     if session.host_timer is not None:  # the program's own CPU time counts from here (runtime/host_time.py)
         from phantora.runtime.host_time import start_measuring
         start_measuring(session.host_timer, mode)
@@ -174,6 +175,7 @@ def main() -> int:
     from phantora.runtime.rank_result import write_rank_result
     from phantora.runtime import native
     native.load_shim().phantora_clear_event_callbacks()
+    native.load_shim().phantora_fast_device_uninstall()
     try:
         if code == 0:  # a failed program just disconnects: the launcher then names this rank as the cause
             session.finish()

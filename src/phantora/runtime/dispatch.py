@@ -41,6 +41,9 @@ A fake tensor's device is Python's to answer (its TensorImpl dispatches `prim.de
 argument parsing, TensorIterator, the autograd engine, about 2.5 times per op in a training step. The query
 reaches `HybridMode` first; it answers as FakeTensor's own handler does (`meta` inside a fake kernel, else
 the fake device), without the op's locks and routing, where the query would only have been passed on.
+While this mode is the top one, the native shim gives the same answer without entering Python dispatch
+(Note [Device queries in C++] in csrc/device_queries.cpp); the queries that still arrive here are those
+asked while another mode is on top (a program's own, or this one's handlers running an op).
 
 Note: [Copying fake tensors]
 `copy.deepcopy` of a module (a pipeline stage cut from a whole model, an EMA copy) deep-copies each

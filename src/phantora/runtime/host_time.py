@@ -30,7 +30,9 @@ it returns; `start_measuring` calibrates that as the median round trip of a no-o
 Not deterministic: CPU time varies between runs, with the machine's load (shared caches, SMT
 siblings, frequency scaling) and with the machine itself; `--host-time-scale` converts this
 machine's CPU time to the target host's. Known gaps: ops with many arguments take a little longer
-to reach the mode than the calibrated no-op, counted as program time; so is the garbage collector
+to reach the mode than the calibrated no-op, counted as program time; so are C++'s device queries on
+fake tensors, which the native shim answers without entering the mode (about 0.5 µs each, two to
+three per op: Note [Device queries in C++]); so is the garbage collector
 when it runs outside the interception layer (much of its garbage is fake tensors); real CPU tensor
 ops are run inside the interception layer and are not charged; threads that run at the same time
 (the autograd engine's device thread runs while the main thread waits, so this is rare) add their

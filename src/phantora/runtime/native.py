@@ -13,7 +13,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("csrc") / "phantora_cuda.cpp"
+SOURCES = (Path(__file__).with_name("csrc") / "phantora_cuda.cpp", Path(__file__).with_name("csrc") / "device_queries.cpp")
+"""The fake CUDA device, and the fast answer to C++'s device queries on fake tensors."""
 
 
 class NativeBuildError(RuntimeError):
@@ -33,7 +34,7 @@ def _build_key() -> str:
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         raise NativeBuildError("PyTorch is not installed")
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256(b"".join(source.read_bytes() for source in SOURCES))
     digest.update(importlib.metadata.version("torch").encode())  # torch.__version__
     digest.update(spec.origin.encode())  # torch.__file__
     return digest.hexdigest()[:16]
@@ -47,7 +48,7 @@ def _compile_command(output: Path) -> list[str]:
     return [
         os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", "-std=c++20",
         f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
-        f"-I{torch_dir / 'include'}", str(SOURCE),
+        f"-I{torch_dir / 'include'}", *map(str, SOURCES),
         f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_dir / 'lib'}",
         "-o", str(output),
     ]
@@ -85,6 +86,25 @@ def load_shim() -> ctypes.CDLL:
     lib.phantora_set_device.argtypes = [ctypes.c_int]
     lib.phantora_set_event_callbacks.argtypes = [EVENT_STREAM_FN, EVENT_STREAM_FN, EVENT_FN, STREAM_FN, ELAPSED_FN]
     return lib
+
+
+CUDA_DEVICE_TYPE = 1
+"""c10::DeviceType::CUDA."""
+
+
+def install_fast_device_queries(hybrid_mode: object) -> bool:
+    """Answer C++'s device queries on fake tensors in the shim while `hybrid_mode` is the top dispatch mode
+    (Note [Device queries in C++] in csrc/device_queries.cpp); False where this platform's C++ ABI is not known.
+    The shim's functions that take Python objects are called with the GIL held (`PyDLL`)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    python_side = ctypes.PyDLL(str(build_shim()))
+    python_side.phantora_fast_device_layout.argtypes = [ctypes.py_object]
+    if python_side.phantora_fast_device_layout(torch.device("cuda", 3)) != CUDA_DEVICE_TYPE * 256 + 3:
+        return False  # torch.device objects are not laid out as the shim reads them
+    python_side.phantora_fast_device_install.argtypes = [ctypes.py_object] * 3
+    return bool(python_side.phantora_fast_device_install(hybrid_mode, FakeTensor, torch.device))
 
 
 EVENT_STREAM_FN = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_int, ctypes.c_longlong)
