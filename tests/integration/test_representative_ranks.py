@@ -10,27 +10,28 @@ pytestmark = pytest.mark.slow
 SMALL = ("--dim", "256", "--layers", "2", "--steps", "3")
 SAME = ("simulated_time_s", "flops", "kernels", "nccl_calls", "peak_allocated_gib", "peak_reserved_gib")
 MEANS = ("gpu_busy_fraction", "compute_s", "nccl_s", "exposed_comm_s", "nccl_wait_s", "host_blocked_s")
-"""Means over ranks: over 8 equal values they differ from the value in the last bit."""
+"""Means over ranks: over 8 or 16 equal values they differ from the value in the last bit."""
 
 
-def two_nodes(torchrun, mode: str, *ranks: str):
-    run = torchrun(4, "--nnodes", "2", "--host-contention", "none", *ranks, str(SCRIPTS / "parallel_train.py"),
+def nodes_of_4(torchrun, mode: str, nodes: int, *ranks: str):
+    run = torchrun(4, "--nnodes", str(nodes), "--host-contention", "none", *ranks, str(SCRIPTS / "parallel_train.py"),
                    "--mode", mode, *SMALL)
     assert run.code == 0, run.stderr
     return run
 
 
-@pytest.mark.parametrize("mode", ["fsdp", "fsdp_tp"])
-def test_representatives_give_every_rank_s_answer(torchrun, mode):
-    """FSDP over two nodes of 4 needs one process, and so does FSDP x TP 2 (the launcher starts again when
-    the first run uses the TP group, with both mesh axes folded). Their numbers are those of the run of all
-    8, bit for bit."""
-    auto, every = two_nodes(torchrun, mode), two_nodes(torchrun, mode, "--ranks", "all")
+@pytest.mark.parametrize("mode,nodes", [("fsdp", 2), ("fsdp_tp", 2), ("fsdp", 4)])
+def test_representatives_give_every_rank_s_answer(torchrun, mode, nodes):
+    """FSDP over two or four nodes of 4 needs one process, and so does FSDP x TP 2 (the launcher starts again
+    when the first run uses the TP group, with both mesh axes folded). Their numbers are those of the run of all
+    8 (16) ranks, bit for bit."""
+    world = 4 * nodes
+    auto, every = nodes_of_4(torchrun, mode, nodes), nodes_of_4(torchrun, mode, nodes, "--ranks", "all")
     processes = 1
-    assert auto.summary["representative_ranks"] == processes and every.summary["representative_ranks"] == 8
-    assert ("starting again with 1 of 8" in auto.stderr) == (mode == "fsdp_tp")
+    assert auto.summary["representative_ranks"] == processes and every.summary["representative_ranks"] == world
+    assert (f"starting again with 1 of {world}" in auto.stderr) == (mode == "fsdp_tp")
     mirrored, reference = rank_json(auto, "RESULT"), rank_json(every, "RESULT")
-    assert sorted(mirrored) == list(range(processes)) and sorted(reference) == list(range(8))
+    assert sorted(mirrored) == list(range(processes)) and sorted(reference) == list(range(world))
     for rank, result in mirrored.items():
         assert result == reference[rank]
     assert {k: auto.summary[k] for k in SAME} == {k: every.summary[k] for k in SAME}
