@@ -1,0 +1,95 @@
+"""Run a training program under cProfile and keep, per Python function, its calls and its own time (pstats), over
+its steady steps.
+
+    [PROFILE_AFTER_STEP=K] python -m benchmarks.host.profile_python OUT SCRIPT ARGS...      # one process
+    [PROFILE_AFTER_STEP=K] torchrun ... -m benchmarks.host.profile_python OUT SCRIPT ARGS... # each rank: OUT.rank<R>.*
+
+Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hook, which
+every framework's optimizer reaches through the torch optimizer it wraps) and ends with the program; `OUT.rank<R>.json`
+says how many optimizer steps it saw, so the statistics are per step. cProfile follows only the thread that started
+it, and the autograd engine runs a CUDA backward pass (with the program's hooks in it) on a thread of its own: so the
+engine's multithreading is off here and the backward runs on the calling thread. Timings are cProfile's, its own
+cost in them: the JSON also holds what a profiled call of an empty Python function costs on this machine, profiled and
+not, to correct for it.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import pstats
+import runpy
+import sys
+import time
+
+CALIBRATION_CALLS = 1_000_000
+
+
+def _empty() -> None:
+    pass
+
+
+def _caller(n: int) -> None:
+    for _ in range(n):
+        _empty()
+
+
+def _loop(n: int) -> None:
+    for _ in range(n):
+        pass
+
+
+def calibration() -> dict:
+    """ns per call of an empty function: unprofiled, and profiled (the callee's and the caller's own time)."""
+    start = time.perf_counter_ns()
+    _caller(CALIBRATION_CALLS)
+    plain_call = time.perf_counter_ns() - start
+    start = time.perf_counter_ns()
+    _loop(CALIBRATION_CALLS)
+    plain_loop = time.perf_counter_ns() - start
+    profile = cProfile.Profile()
+    profile.enable()
+    _caller(CALIBRATION_CALLS)
+    profile.disable()
+    stats = pstats.Stats(profile).stats
+    own = {func[2]: row[2] for func, row in stats.items()}  # name -> total own time, s
+    return {"calls": CALIBRATION_CALLS, "plain_call_and_loop_ns": plain_call / CALIBRATION_CALLS,
+            "plain_loop_ns": plain_loop / CALIBRATION_CALLS,
+            "profiled_callee_own_ns": own["_empty"] * 1e9 / CALIBRATION_CALLS,
+            "profiled_caller_own_ns": own["_caller"] * 1e9 / CALIBRATION_CALLS}
+
+
+def main() -> None:
+    out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    torch.autograd.set_multithreading_enabled(False)
+    rank = os.environ.get("RANK", "0")
+    after = int(os.environ.get("PROFILE_AFTER_STEP", "4"))
+    record = {"profile_after_step": after, "calibration": calibration()}
+    profile = cProfile.Profile()
+    steps = [0]
+
+    def count_step(optimizer, args, kwargs) -> None:
+        steps[0] += 1
+        if steps[0] == after:
+            profile.enable()
+
+    register_optimizer_step_post_hook(count_step)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        profile.disable()
+        profile.dump_stats(f"{out}.rank{rank}.pstats")
+        record["optimizer_steps"] = steps[0]
+        record["profiled_steps"] = max(0, steps[0] - after)
+        with open(f"{out}.rank{rank}.json", "w") as f:
+            json.dump(record, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Per library, the Python a framework program runs per step on the reference host: calls and own time, from the
+cProfile statistics of benchmarks/host/python_profiles.sh (data/h200/host/python_profiles/).
+
+    python -m benchmarks.host.summarize_python_profiles [--data DIR] [--top N] [--json OUT]
+
+A function's own time is cProfile's `tottime`: its bytecode and the C it runs inline, not the functions it calls,
+Python or C. Torch ops and other C functions are profiled calls of their own (`builtin` below), so a library's
+own time holds none of them; `builtin` holds the ops and the host's waits for the GPU. cProfile's own cost lands in
+both the callee's and the caller's own time: the profile's calibration (an empty function called a million times,
+profiled and not) gives both shares, and `corrected` takes them off, per call made and per call received. Per step:
+divided by the optimizer steps profiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pstats
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks.common.paths import data_dir
+
+DATA = data_dir("h200", "host", "python_profiles")
+SITE = re.compile(r"(?:site-packages|/tmp/site)/([^/]+)/")
+
+
+def library_of(function: tuple[str, int, str]) -> str:
+    """The top-level package a function's file belongs to: a site package, `examples`, `stdlib`, or `builtin` (C)."""
+    path = function[0]
+    if path == "~":
+        return "builtin"
+    site = SITE.search(path)
+    if site:
+        return site.group(1)
+    if "/examples/" in path or path.startswith("examples/"):
+        return "examples"
+    return "stdlib" if "/python3." in path or path.startswith("<frozen") else "other"
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """cProfile's own cost in ns: added to a function's own time per call it receives, and per call it makes."""
+
+    callee_ns: float
+    caller_ns: float
+
+    @classmethod
+    def from_calibration(cls, c: dict) -> "Overhead":
+        empty_call = c["plain_call_and_loop_ns"] - c["plain_loop_ns"]  # a call and return, half of it the callee's
+        return cls(callee_ns=c["profiled_callee_own_ns"] - empty_call / 2,
+                   caller_ns=c["profiled_caller_own_ns"] - c["plain_loop_ns"] - empty_call / 2)
+
+
+@dataclass
+class Library:
+    calls_per_step: float = 0.0
+    own_ms_per_step: float = 0.0
+    corrected_ms_per_step: float = 0.0
+
+    @property
+    def corrected_us_per_call(self) -> float:
+        return 1e3 * self.corrected_ms_per_step / self.calls_per_step if self.calls_per_step else 0.0
+
+
+def summarize(pstats_path: Path) -> tuple[dict[str, Library], list[tuple[str, float, float]], int]:
+    """(library -> per-step totals, the functions by corrected own time per step, profiled steps) of one profile."""
+    record = json.loads(pstats_path.with_suffix(".json").read_text())
+    steps = record["profiled_steps"]
+    overhead = Overhead.from_calibration(record["calibration"])
+    stats = pstats.Stats(str(pstats_path)).stats
+    made: Counter = Counter()
+    for row in stats.values():
+        for caller, (_, calls, _, _) in row[4].items():
+            made[caller] += calls
+    libraries: dict[str, Library] = defaultdict(Library)
+    functions = []
+    for function, (_, calls, own_s, _, _) in stats.items():
+        corrected_ms = max(0.0, own_s * 1e3 - (calls * overhead.callee_ns + made[function] * overhead.caller_ns) * 1e-6)
+        library = libraries[library_of(function)]
+        library.calls_per_step += calls / steps
+        library.own_ms_per_step += own_s * 1e3 / steps
+        library.corrected_ms_per_step += corrected_ms / steps
+        functions.append((f"{library_of(function)}:{Path(function[0]).name}:{function[1]}({function[2]})",
+                          calls / steps, corrected_ms / steps))
+    functions.sort(key=lambda f: -f[2])
+    return dict(libraries), functions, steps
+
+
+def step_ms(log: Path) -> float | None:
+    """The program's own median step time from its log (the examples' last JSON line, Megatron's iteration lines)."""
+    text = log.read_text(errors="replace")
+    medians = re.findall(r'"step_s_median": ([0-9.]+)', text)
+    if medians:
+        return float(medians[-1]) * 1e3
+    iterations = [float(ms) for ms in re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", text)]
+    if iterations:
+        steady = sorted(iterations[4:])
+        return steady[len(steady) // 2] if steady else None
+    return None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--top", type=int, default=8, help="functions to list per profile")
+    p.add_argument("--json", type=Path, help="write the per-library table here")
+    a = p.parse_args()
+    table = {}
+    for path in sorted(a.data.glob("*.profiled.rank*.pstats")):
+        name = path.name.split(".profiled.")[0]
+        rank = path.name.split(".rank")[1].split(".")[0]
+        libraries, functions, steps = summarize(path)
+        plain, profiled = step_ms(a.data / f"{name}.log"), step_ms(a.data / f"{name}.profiled.log")
+        print(f"== {name}, rank {rank}: {steps} steps profiled; step {plain:.1f} ms plain, {profiled:.1f} ms profiled")
+        print(f"   {'library':16s} {'calls/step':>10s} {'own ms':>8s} {'corrected ms':>12s} {'µs/call':>8s}")
+        for lib, row in sorted(libraries.items(), key=lambda kv: -kv[1].corrected_ms_per_step):
+            if row.own_ms_per_step >= 0.5:
+                print(f"   {lib:16s} {row.calls_per_step:10.0f} {row.own_ms_per_step:8.1f} {row.corrected_ms_per_step:12.1f}"
+                      f" {row.corrected_us_per_call:8.2f}")
+        for label, calls, ms in functions[:a.top]:
+            print(f"      {ms:6.2f} ms {calls:7.0f} calls  {label}")
+        table[f"{name}.rank{rank}"] = {"profiled_steps": steps, "step_ms": plain, "profiled_step_ms": profiled,
+                                       "libraries": {k: {**asdict(v), "corrected_us_per_call": v.corrected_us_per_call}
+                                                     for k, v in libraries.items()}}
+    if a.json:
+        a.json.write_text(json.dumps(table, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
