@@ -17,8 +17,8 @@
 // tensor of another class, an attribute that is missing) goes to the original hook, unchanged.
 //
 // The hook is a virtual function of the interpreter's one PyInterpreterVTable object. The shim replaces
-// its slot in that object's C++ vtable (read-only after relocation, so the page is made writable for the
-// one store) and puts the original back at uninstall. The slot's index comes from the Itanium C++ ABI's
+// its slot in that object's C++ vtable (read-only after relocation, so its page is made writable) and puts
+// the original back at uninstall. The slot's index comes from the Itanium C++ ABI's
 // pointer-to-virtual-member, compiled against the installed torch's headers: so x86-64 only. Elsewhere
 // install reports failure and every query takes the original path.
 //
@@ -158,6 +158,7 @@ void** device_slot() {
 #endif
 }
 
+// The page stays writable: what else it holds may have been writable before, and a read-only page would fault there.
 bool store(void** slot, void* value) {
   const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(slot) & ~(page_size - 1));
@@ -165,7 +166,6 @@ bool store(void** slot, void* value) {
     return false;
   }
   *slot = value;
-  mprotect(page, page_size, PROT_READ);
   return true;
 }
 }  // namespace
