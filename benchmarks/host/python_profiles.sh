@@ -17,6 +17,8 @@ lscpu > "$work/lscpu.txt"
 python3 -c "import torch, transformers, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" > "$work/versions.txt" 2>&1
 llama=(--layers 8 --hidden 1536 --heads 16 --kv-heads 8 --ffn 6144 --vocab 32000 --seq 2048 --batch 4)
 gpt=(--num-layers 8 --hidden-size 1536 --num-attention-heads 16 --seq-length 2048 --vocab-size 32000 --micro-batch-size 2 --global-batch-size 8)
+llama_tiny=(--layers 4 --hidden 1024 --heads 8 --kv-heads 4 --ffn 4096 --vocab 32000 --seq 1024 --batch 4)
+gpt_tiny=(--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --vocab-size 32000 --micro-batch-size 2 --global-batch-size 8)
 run() {  # name world steps-flag script args...
     local name=$1 world=$2 flag=$3; shift 3
     local launch=(env CUDA_VISIBLE_DEVICES=0 python3)
@@ -34,8 +36,10 @@ declare -A configs=(
     [deepspeed_zero3_llama_small]="2 --steps examples/deepspeed_train.py ${llama[*]} --zero 3 --torch-adam"
     [megatron_tp2_gpt_small]="2 --train-iters examples/megatron_core_gpt.py ${gpt[*]} --tp 2"
     [hf_loop_llama_small]="1 --steps examples/hf_llama_loop.py ${llama[*]}"
+    [deepspeed_zero3_llama_tiny]="2 --steps examples/deepspeed_train.py ${llama_tiny[*]} --zero 3 --torch-adam"
+    [megatron_tp2_gpt_tiny]="2 --train-iters examples/megatron_core_gpt.py ${gpt_tiny[*]} --tp 2"
 )
-for name in "${@:-deepspeed_zero3_llama_small megatron_tp2_gpt_small hf_loop_llama_small}"; do
+for name in "${@:-deepspeed_zero3_llama_small megatron_tp2_gpt_small hf_loop_llama_small deepspeed_zero3_llama_tiny megatron_tp2_gpt_tiny}"; do
     for n in $name; do
         # shellcheck disable=SC2086
         run "$n" ${configs[$n]}
