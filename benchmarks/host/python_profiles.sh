@@ -39,9 +39,10 @@ declare -A configs=(
     [deepspeed_zero3_llama_tiny]="2 --steps examples/deepspeed_train.py ${llama_tiny[*]} --zero 3 --torch-adam"
     [megatron_tp2_gpt_tiny]="2 --train-iters examples/megatron_core_gpt.py ${gpt_tiny[*]} --tp 2"
 )
-for name in "${@:-deepspeed_zero3_llama_small megatron_tp2_gpt_small hf_loop_llama_small deepspeed_zero3_llama_tiny megatron_tp2_gpt_tiny}"; do
-    for n in $name; do
-        # shellcheck disable=SC2086
-        run "$n" ${configs[$n]}
-    done
+names=("$@")
+(( ${#names[@]} )) || names=(deepspeed_zero3_llama_small megatron_tp2_gpt_small hf_loop_llama_small
+                             deepspeed_zero3_llama_tiny megatron_tp2_gpt_tiny)
+for name in "${names[@]}"; do
+    # shellcheck disable=SC2086  # a configuration is its words
+    run "$name" ${configs[$name]}
 done

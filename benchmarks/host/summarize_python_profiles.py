@@ -2,6 +2,7 @@
 cProfile statistics of benchmarks/host/python_profiles.sh (data/h200/host/python_profiles/).
 
     python -m benchmarks.host.summarize_python_profiles [--data DIR] [--top N] [--json OUT]
+    python -m benchmarks.host.summarize_python_profiles --price OUT.rank0.pstats ...
 
 A function's own time is cProfile's `tottime`: its bytecode and the C it runs inline, not the functions it calls,
 Python or C. Torch ops and other C functions are profiled calls of their own (`builtin` below), so a library's
@@ -9,6 +10,11 @@ own time holds none of them; `builtin` holds the ops and the host's waits for th
 both the callee's and the caller's own time: the profile's calibration (an empty function called a million times,
 profiled and not) gives both shares, and `corrected` takes them off, per call made and per call received. Per step:
 divided by the optimizer steps profiled.
+
+`--price` takes profiles of other runs (benchmarks/host/profile_python.py under `phantora torchrun`, a simulated
+row: only their call counts matter) and prices each of their calls into DeepSpeed's, Megatron-core's and
+Transformers' functions at the own time per call measured in --data (a function not measured there: its library's
+mean): what a per-function price of the libraries' Python would add to those rows' host time per step.
 """
 
 from __future__ import annotations
@@ -20,24 +26,37 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from benchmarks.common.paths import data_dir
+from benchmarks.e2e.frameworks.accuracy import parse_result
 
 DATA = data_dir("h200", "host", "python_profiles")
-SITE = re.compile(r"(?:site-packages|/tmp/site)/([^/]+)/")
+SITE = re.compile(r"(?:site-packages|/tmp/site)/(.+)$")
+PRICED = ("deepspeed", "megatron", "transformers")
+"""The libraries whose functions `--price` prices."""
+
+Function = tuple[str, int, str]
+"""cProfile's key of a function: (file, first line, name)."""
 
 
-def library_of(function: tuple[str, int, str]) -> str:
+def library_of(function: Function) -> str:
     """The top-level package a function's file belongs to: a site package, `examples`, `stdlib`, or `builtin` (C)."""
     path = function[0]
     if path == "~":
         return "builtin"
     site = SITE.search(path)
     if site:
-        return site.group(1)
+        return site.group(1).split("/")[0]
     if "/examples/" in path or path.startswith("examples/"):
         return "examples"
     return "stdlib" if "/python3." in path or path.startswith("<frozen") else "other"
+
+
+def portable(function: Function) -> Function:
+    """The function's key with its file relative to the site packages, the same on the GPU machine and here."""
+    site = SITE.search(function[0])
+    return (site.group(1) if site else function[0], function[1], function[2])
 
 
 @dataclass(frozen=True)
@@ -54,6 +73,31 @@ class Overhead:
                    caller_ns=c["profiled_caller_own_ns"] - c["plain_loop_ns"] - empty_call / 2)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """One rank's profile: cProfile's statistics, the steps they cover and cProfile's own cost on that host."""
+
+    stats: dict
+    steps: int
+    overhead: Overhead
+
+    @classmethod
+    def load(cls, pstats_path: Path) -> "Profile":
+        record = json.loads(pstats_path.with_suffix(".json").read_text())
+        return cls(pstats.Stats(str(pstats_path)).stats, record["profiled_steps"],
+                   Overhead.from_calibration(record["calibration"]))
+
+    def functions(self) -> Iterator[tuple[Function, int, float, float]]:
+        """(function, calls, own ms, own ms less cProfile's cost) over the profiled steps, for every function."""
+        made: Counter = Counter()
+        for row in self.stats.values():
+            for caller, (_, calls, _, _) in row[4].items():
+                made[caller] += calls
+        for function, (_, calls, own_s, _, _) in self.stats.items():
+            cost_ns = calls * self.overhead.callee_ns + made[function] * self.overhead.caller_ns
+            yield function, calls, own_s * 1e3, max(0.0, own_s * 1e3 - cost_ns * 1e-6)
+
+
 @dataclass
 class Library:
     calls_per_step: float = 0.0
@@ -65,41 +109,79 @@ class Library:
         return 1e3 * self.corrected_ms_per_step / self.calls_per_step if self.calls_per_step else 0.0
 
 
-def summarize(pstats_path: Path) -> tuple[dict[str, Library], list[tuple[str, float, float]], int]:
-    """(library -> per-step totals, the functions by corrected own time per step, profiled steps) of one profile."""
-    record = json.loads(pstats_path.with_suffix(".json").read_text())
-    steps = record["profiled_steps"]
-    overhead = Overhead.from_calibration(record["calibration"])
-    stats = pstats.Stats(str(pstats_path)).stats
-    made: Counter = Counter()
-    for row in stats.values():
-        for caller, (_, calls, _, _) in row[4].items():
-            made[caller] += calls
+def summarize(profile: Profile) -> tuple[dict[str, Library], list[tuple[str, float, float]]]:
+    """(library -> per-step totals, the functions by corrected own time per step) of one profile."""
     libraries: dict[str, Library] = defaultdict(Library)
     functions = []
-    for function, (_, calls, own_s, _, _) in stats.items():
-        corrected_ms = max(0.0, own_s * 1e3 - (calls * overhead.callee_ns + made[function] * overhead.caller_ns) * 1e-6)
+    for function, calls, own_ms, corrected_ms in profile.functions():
         library = libraries[library_of(function)]
-        library.calls_per_step += calls / steps
-        library.own_ms_per_step += own_s * 1e3 / steps
-        library.corrected_ms_per_step += corrected_ms / steps
+        library.calls_per_step += calls / profile.steps
+        library.own_ms_per_step += own_ms / profile.steps
+        library.corrected_ms_per_step += corrected_ms / profile.steps
         functions.append((f"{library_of(function)}:{Path(function[0]).name}:{function[1]}({function[2]})",
-                          calls / steps, corrected_ms / steps))
+                          calls / profile.steps, corrected_ms / profile.steps))
     functions.sort(key=lambda f: -f[2])
-    return dict(libraries), functions, steps
+    return dict(libraries), functions
 
 
 def step_ms(log: Path) -> float | None:
-    """The program's own median step time from its log (the examples' last JSON line, Megatron's iteration lines)."""
-    text = log.read_text(errors="replace")
-    medians = re.findall(r'"step_s_median": ([0-9.]+)', text)
-    if medians:
-        return float(medians[-1]) * 1e3
-    iterations = [float(ms) for ms in re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", text)]
-    if iterations:
-        steady = sorted(iterations[4:])
-        return steady[len(steady) // 2] if steady else None
-    return None
+    """The program's own median step time from its log, as the framework accuracy benchmark reads it."""
+    found = parse_result(log.read_text(errors="replace"), {})
+    return found and found["step_s"] * 1e3
+
+
+def price_table(profiles: list[Profile]) -> tuple[dict[Function, float], dict[str, float]]:
+    """ns per call of each priced library's functions (portable keys), and of each priced library on average."""
+    by_function: dict[Function, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for profile in profiles:
+        for function, calls, _, corrected_ms in profile.functions():
+            library = library_of(function)
+            if library in PRICED and calls:
+                for total in (by_function[portable(function)], by_library[library]):
+                    total[0] += corrected_ms * 1e6
+                    total[1] += calls
+    return ({k: ns / calls for k, (ns, calls) in by_function.items()},
+            {k: ns / calls for k, (ns, calls) in by_library.items()})
+
+
+def price(profile: Profile, table: tuple[dict[Function, float], dict[str, float]]) -> dict[str, dict[str, float]]:
+    """library -> per step: its calls priced from the table (seen), and those priced at the library's mean (unseen)."""
+    per_function, per_library = table
+    out: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(("seen_calls", "seen_ms", "unseen_calls",
+                                                                          "unseen_ms"), 0.0))
+    for function, calls, _, _ in profile.functions():
+        library = library_of(function)
+        if library not in PRICED or library not in per_library:
+            continue
+        ns = per_function.get(portable(function))
+        kind = "seen" if ns is not None else "unseen"
+        out[library][f"{kind}_calls"] += calls / profile.steps
+        out[library][f"{kind}_ms"] += calls * (ns if ns is not None else per_library[library]) / profile.steps / 1e6
+    return dict(out)
+
+
+def report(data: Path, top: int) -> dict:
+    table = {}
+    for path in sorted(data.glob("*.profiled.rank*.pstats")):
+        name = path.name.split(".profiled.")[0]
+        rank = path.name.split(".rank")[1].split(".")[0]
+        profile = Profile.load(path)
+        libraries, functions = summarize(profile)
+        plain, profiled = step_ms(data / f"{name}.log"), step_ms(data / f"{name}.profiled.log")
+        print(f"== {name}, rank {rank}: {profile.steps} steps profiled; step {plain:.1f} ms plain, "
+              f"{profiled:.1f} ms profiled")
+        print(f"   {'library':16s} {'calls/step':>10s} {'own ms':>8s} {'corrected ms':>12s} {'µs/call':>8s}")
+        for lib, row in sorted(libraries.items(), key=lambda kv: -kv[1].corrected_ms_per_step):
+            if row.own_ms_per_step >= 0.5:
+                print(f"   {lib:16s} {row.calls_per_step:10.0f} {row.own_ms_per_step:8.1f} {row.corrected_ms_per_step:12.1f}"
+                      f" {row.corrected_us_per_call:8.2f}")
+        for label, calls, ms in functions[:top]:
+            print(f"      {ms:6.2f} ms {calls:7.0f} calls  {label}")
+        table[f"{name}.rank{rank}"] = {"profiled_steps": profile.steps, "step_ms": plain, "profiled_step_ms": profiled,
+                                       "libraries": {k: {**asdict(v), "corrected_us_per_call": v.corrected_us_per_call}
+                                                     for k, v in libraries.items()}}
+    return table
 
 
 def main() -> None:
@@ -107,24 +189,17 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--top", type=int, default=8, help="functions to list per profile")
     p.add_argument("--json", type=Path, help="write the per-library table here")
+    p.add_argument("--price", type=Path, nargs="+", help="profiles of other runs to price from --data's profiles")
     a = p.parse_args()
-    table = {}
-    for path in sorted(a.data.glob("*.profiled.rank*.pstats")):
-        name = path.name.split(".profiled.")[0]
-        rank = path.name.split(".rank")[1].split(".")[0]
-        libraries, functions, steps = summarize(path)
-        plain, profiled = step_ms(a.data / f"{name}.log"), step_ms(a.data / f"{name}.profiled.log")
-        print(f"== {name}, rank {rank}: {steps} steps profiled; step {plain:.1f} ms plain, {profiled:.1f} ms profiled")
-        print(f"   {'library':16s} {'calls/step':>10s} {'own ms':>8s} {'corrected ms':>12s} {'µs/call':>8s}")
-        for lib, row in sorted(libraries.items(), key=lambda kv: -kv[1].corrected_ms_per_step):
-            if row.own_ms_per_step >= 0.5:
-                print(f"   {lib:16s} {row.calls_per_step:10.0f} {row.own_ms_per_step:8.1f} {row.corrected_ms_per_step:12.1f}"
-                      f" {row.corrected_us_per_call:8.2f}")
-        for label, calls, ms in functions[:a.top]:
-            print(f"      {ms:6.2f} ms {calls:7.0f} calls  {label}")
-        table[f"{name}.rank{rank}"] = {"profiled_steps": steps, "step_ms": plain, "profiled_step_ms": profiled,
-                                       "libraries": {k: {**asdict(v), "corrected_us_per_call": v.corrected_us_per_call}
-                                                     for k, v in libraries.items()}}
+    if a.price:
+        table = price_table([Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))])
+        for path in a.price:
+            priced = price(Profile.load(path), table)
+            print(f"== {path.name}: " + "; ".join(
+                f"{lib} {row['seen_calls']:.0f} calls {row['seen_ms']:.1f} ms, not measured {row['unseen_calls']:.0f} "
+                f"calls {row['unseen_ms']:.1f} ms" for lib, row in priced.items()))
+        return
+    table = report(a.data, a.top)
     if a.json:
         a.json.write_text(json.dumps(table, indent=1) + "\n")
 

@@ -99,7 +99,7 @@ def install_fast_device_queries(hybrid_mode: object) -> bool:
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
 
-    python_side = ctypes.PyDLL(str(build_shim()))
+    python_side = ctypes.PyDLL(load_shim()._name)  # the loaded library again, without building its path anew
     python_side.phantora_fast_device_layout.argtypes = [ctypes.py_object]
     if python_side.phantora_fast_device_layout(torch.device("cuda", 3)) != CUDA_DEVICE_TYPE * 256 + 3:
         return False  # torch.device objects are not laid out as the shim reads them
