@@ -4,7 +4,8 @@
 
 Order: the kernel database and the analytic compute model first (everything simulated afterwards costs its kernels
 with them), then the GEMM kernel table, the NCCL constants, the compute/communication sharing model, the host
-model's fits (the context terms, DTensor's dispatch, FSDP2's calls, the MoE's collectives), and the power model last.
+model's fits (the context terms, DTensor's dispatch, FSDP2's calls, the MoE's collectives, contention, the library
+Python prices), and the power model last.
 Every fit writes into a copy of src/phantora/specs/<gpu>/; fit_all then shows what changed, constant by constant,
 and (without --dry-run) copies the changed files back.
 
@@ -59,6 +60,7 @@ FITS = (
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
+    Fit("python_prices", "benchmarks.host.fit_python_prices", ("host/python_profiles", "e2e/timelines")),
     Fit("power", "benchmarks.power.fit", ("power/nvml",), gpus=None),
 )
 """Every fit, in the order they depend on each other."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks.common.paths import SPECS
 
-MODELS = ("host", "host_contention", "power", "sharing", "nccl")
+MODELS = ("host", "host_contention", "python_prices", "power", "sharing", "nccl")
 """The models whose fitted constants live in these files (the kernel tables have their own formats)."""
 
 

@@ -10,7 +10,9 @@ says how many optimizer steps it saw, so the statistics are per step. cProfile f
 it, and the autograd engine runs a CUDA backward pass (with the program's hooks in it) on a thread of its own: so the
 engine's multithreading is off here and the backward runs on the calling thread. Timings are cProfile's, its own
 cost in them: the JSON also holds what a profiled call of an empty Python function costs on this machine, profiled and
-not, to correct for it.
+not, to correct for it, and the host's speed during the profiled steps: after each optimizer step from the K-th on,
+the profiler pauses for a fixed pure-Python loop (benchmarks/workloads/timeline.py, `python_loop_probe_us`), the
+probe the ground truth's timelines take, so that a time per call can be brought to the reference host.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def main() -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from benchmarks.workloads.timeline import python_loop_probe_us
+
     torch.autograd.set_multithreading_enabled(False)
     rank = os.environ.get("RANK", "0")
     after = int(os.environ.get("PROFILE_AFTER_STEP", "4"))
@@ -72,9 +76,14 @@ def main() -> None:
     profile = cProfile.Profile()
     steps = [0]
 
+    probes: list[float] = []
+
     def count_step(optimizer, args, kwargs) -> None:
         steps[0] += 1
-        if steps[0] == after:
+        if steps[0] > after:
+            profile.disable()
+        if steps[0] >= after:
+            probes.append(python_loop_probe_us())
             profile.enable()
 
     register_optimizer_step_post_hook(count_step)
@@ -87,6 +96,7 @@ def main() -> None:
         profile.dump_stats(f"{out}.rank{rank}.pstats")
         record["optimizer_steps"] = steps[0]
         record["profiled_steps"] = max(0, steps[0] - after)
+        record["python_loop_probe_us"] = probes
         with open(f"{out}.rank{rank}.json", "w") as f:
             json.dump(record, f)
 

@@ -2,19 +2,14 @@
 cProfile statistics of benchmarks/host/python_profiles.sh (data/h200/host/python_profiles/).
 
     python -m benchmarks.host.summarize_python_profiles [--data DIR] [--top N] [--json OUT]
-    python -m benchmarks.host.summarize_python_profiles --price OUT.rank0.pstats ...
 
 A function's own time is cProfile's `tottime`: its bytecode and the C it runs inline, not the functions it calls,
 Python or C. Torch ops and other C functions are profiled calls of their own (`builtin` below), so a library's
 own time holds none of them; `builtin` holds the ops and the host's waits for the GPU. cProfile's own cost lands in
 both the callee's and the caller's own time: the profile's calibration (an empty function called a million times,
 profiled and not) gives both shares, and `corrected` takes them off, per call made and per call received. Per step:
-divided by the optimizer steps profiled.
-
-`--price` takes profiles of other runs (benchmarks/host/profile_python.py under `phantora torchrun`, a simulated
-row: only their call counts matter) and prices each of their calls into DeepSpeed's, Megatron-core's and
-Transformers' functions at the own time per call measured in --data (a function not measured there: its library's
-mean): what a per-function price of the libraries' Python would add to those rows' host time per step.
+divided by the optimizer steps profiled. The prices the host model charges per library function are fitted from the
+same profiles by benchmarks/host/fit_python_prices.py.
 """
 
 from __future__ import annotations
@@ -23,6 +18,7 @@ import argparse
 import json
 import pstats
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,8 +29,6 @@ from benchmarks.e2e.frameworks.accuracy import parse_result
 
 DATA = data_dir("h200", "host", "python_profiles")
 SITE = re.compile(r"(?:site-packages|/tmp/site)/(.+)$")
-PRICED = ("deepspeed", "megatron", "transformers")
-"""The libraries whose functions `--price` prices."""
 
 Function = tuple[str, int, str]
 """cProfile's key of a function: (file, first line, name)."""
@@ -75,26 +69,34 @@ class Overhead:
 
 @dataclass(frozen=True)
 class Profile:
-    """One rank's profile: cProfile's statistics, the steps they cover and cProfile's own cost on that host."""
+    """One rank's profile: cProfile's statistics, the steps they cover, cProfile's own cost on that host (calibrated
+    at the process's start, when its plain loop took `calibration_loop_ns` an iteration) and the host-speed probe's
+    mean over the profiled steps (None for a profile taken without probes)."""
 
+    name: str
     stats: dict
     steps: int
     overhead: Overhead
+    calibration_loop_ns: float
+    probe_us: float | None
 
     @classmethod
     def load(cls, pstats_path: Path) -> "Profile":
         record = json.loads(pstats_path.with_suffix(".json").read_text())
-        return cls(pstats.Stats(str(pstats_path)).stats, record["profiled_steps"],
-                   Overhead.from_calibration(record["calibration"]))
+        probes = record.get("python_loop_probe_us")
+        return cls(pstats_path.name.split(".profiled.")[0], pstats.Stats(str(pstats_path)).stats,
+                   record["profiled_steps"], Overhead.from_calibration(record["calibration"]),
+                   record["calibration"]["plain_loop_ns"], statistics.fmean(probes) if probes else None)
 
-    def functions(self) -> Iterator[tuple[Function, int, float, float]]:
-        """(function, calls, own ms, own ms less cProfile's cost) over the profiled steps, for every function."""
+    def functions(self, overhead_scale: float = 1.0) -> Iterator[tuple[Function, int, float, float]]:
+        """(function, calls, own ms, own ms less cProfile's cost) over the profiled steps, for every function; the
+        calibrated cost per call times `overhead_scale` (the steps' host speed over the calibration's)."""
         made: Counter = Counter()
         for row in self.stats.values():
             for caller, (_, calls, _, _) in row[4].items():
                 made[caller] += calls
         for function, (_, calls, own_s, _, _) in self.stats.items():
-            cost_ns = calls * self.overhead.callee_ns + made[function] * self.overhead.caller_ns
+            cost_ns = overhead_scale * (calls * self.overhead.callee_ns + made[function] * self.overhead.caller_ns)
             yield function, calls, own_s * 1e3, max(0.0, own_s * 1e3 - cost_ns * 1e-6)
 
 
@@ -130,37 +132,6 @@ def step_ms(log: Path) -> float | None:
     return found and found["step_s"] * 1e3
 
 
-def price_table(profiles: list[Profile]) -> tuple[dict[Function, float], dict[str, float]]:
-    """ns per call of each priced library's functions (portable keys), and of each priced library on average."""
-    by_function: dict[Function, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for profile in profiles:
-        for function, calls, _, corrected_ms in profile.functions():
-            library = library_of(function)
-            if library in PRICED and calls:
-                for total in (by_function[portable(function)], by_library[library]):
-                    total[0] += corrected_ms * 1e6
-                    total[1] += calls
-    return ({k: ns / calls for k, (ns, calls) in by_function.items()},
-            {k: ns / calls for k, (ns, calls) in by_library.items()})
-
-
-def price(profile: Profile, table: tuple[dict[Function, float], dict[str, float]]) -> dict[str, dict[str, float]]:
-    """library -> per step: its calls priced from the table (seen), and those priced at the library's mean (unseen)."""
-    per_function, per_library = table
-    out: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(("seen_calls", "seen_ms", "unseen_calls",
-                                                                          "unseen_ms"), 0.0))
-    for function, calls, _, _ in profile.functions():
-        library = library_of(function)
-        if library not in PRICED or library not in per_library:
-            continue
-        ns = per_function.get(portable(function))
-        kind = "seen" if ns is not None else "unseen"
-        out[library][f"{kind}_calls"] += calls / profile.steps
-        out[library][f"{kind}_ms"] += calls * (ns if ns is not None else per_library[library]) / profile.steps / 1e6
-    return dict(out)
-
-
 def report(data: Path, top: int) -> dict:
     table = {}
     for path in sorted(data.glob("*.profiled.rank*.pstats")):
@@ -189,16 +160,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--top", type=int, default=8, help="functions to list per profile")
     p.add_argument("--json", type=Path, help="write the per-library table here")
-    p.add_argument("--price", type=Path, nargs="+", help="profiles of other runs to price from --data's profiles")
     a = p.parse_args()
-    if a.price:
-        table = price_table([Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))])
-        for path in a.price:
-            priced = price(Profile.load(path), table)
-            print(f"== {path.name}: " + "; ".join(
-                f"{lib} {row['seen_calls']:.0f} calls {row['seen_ms']:.1f} ms, not measured {row['unseen_calls']:.0f} "
-                f"calls {row['unseen_ms']:.1f} ms" for lib, row in priced.items()))
-        return
     table = report(a.data, a.top)
     if a.json:
         a.json.write_text(json.dumps(table, indent=1) + "\n")

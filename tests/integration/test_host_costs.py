@@ -30,3 +30,13 @@ def test_module_optimizer_clip_loader_and_backward_costs(phantora):
     # (runtime/issuer.py); SumBackward0's expand and AccumulateGrad's detach stay the engine's
     custom = 3 * C.autograd_node_ns + 2 * C.view_ns + (C.launch_ns + C.framework_ns + C.alloc_output_ns)
     assert took["custom_backward"] == seed + custom
+
+
+def test_a_priced_librarys_python_costs_its_measured_price(phantora):
+    """models/python_prices.py Note [Library Python]: each call of a DeepSpeed function costs the host its price
+    (the prices stand for the measured hosts, as the constants do); nothing without the prices."""
+    run = phantora(str(SCRIPTS / "library_python_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("PROBE")
+    assert took["priced_ns"] > 0
+    assert abs(took["elapsed_ns"] - took["priced_ns"]) < 1000

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 RUNTIME_MODULES = ("cuda_api", "distributed", "functional_collectives", "native", "triton_kernels", "clock", "compile",
                    "dispatch", "extensions", "handlers", "library_probes", "kernels", "modules", "python_costs",
-                   "session", "sdpa", "storage", "host_time", "rank_result")
+                   "python_prices", "session", "sdpa", "storage", "host_time", "rank_result")
 """The runtime's modules a rank imports before its program runs (`install`, `main`): what the fork server
 imports once for every rank (runtime/zygote.py)."""
 
@@ -56,6 +56,7 @@ def install(config: RankConfig):
     from phantora.runtime.kernels import register_cuda_redispatch, register_cuda_kernels_for_composite_ops
     from phantora.runtime.modules import install_foreach_support, install_module_conversion
     from phantora.runtime.python_costs import install_python_costs
+    from phantora.runtime.python_prices import install_python_prices
     from phantora.runtime.session import Session
     from phantora.runtime.sdpa import install_sdpa_routing
     from phantora.runtime.steps import install_step_marks
@@ -76,6 +77,7 @@ def install(config: RankConfig):
     install_tolist()
     if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
         install_python_costs(session)
+        install_python_prices(session, shim._name)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)

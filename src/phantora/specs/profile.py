@@ -10,6 +10,7 @@ GPU and which it has none of) and the data files of the parts measured on it:
 | `sharing`      | `sharing.json`      | compute/NCCL interference on one GPU (`GpuSharing`), fitted    |
 | `host`         | `host.json`         | host CPU time per kind of call (`HostConstants`), fitted       |
 | `host_contention` | `host_contention.json` | how contended those hosts were (`HostContention`), fitted |
+| `python_prices` | `python_prices.json` | library Python's own time per call on those hosts (`PythonPrices`), fitted |
 | `calibration`  | `calibration.json`  | the compute model's analytic efficiencies (`Calibration`)      |
 | `kernels`      | `kernels.jsonl`     | measured kernel times (`KernelDatabase`)                       |
 | `gemm_kernels` | `gemm_kernels.json` | which kernel cuBLAS runs per GEMM problem (`GemmKernelTable`)  |
@@ -40,21 +41,22 @@ from phantora.models.host_contention import HostContention
 from phantora.models.interference import GpuSharing
 from phantora.models.network.config import NCCL_TABLE_SOURCES, NcclTuning, NodeDefaults, PerProtocol
 from phantora.models.power import PowerCap
+from phantora.models.python_prices import PythonPrices
 
 T = TypeVar("T")
 
 PART_FILES: Mapping[str, str] = {
     "nccl": "nccl.json", "power": "power.json", "sharing": "sharing.json", "host": "host.json",
-    "host_contention": "host_contention.json", "calibration": "calibration.json", "kernels": "kernels.jsonl",
-    "gemm_kernels": "gemm_kernels.json",
+    "host_contention": "host_contention.json", "python_prices": "python_prices.json", "calibration": "calibration.json",
+    "kernels": "kernels.jsonl", "gemm_kernels": "gemm_kernels.json",
 }
 """Each part of a profile and its file in a GPU's folder."""
 MAY_BE_ABSENT = frozenset({"power", "kernels", "gemm_kernels"})
 """Parts a GPU may lack: the simulation runs without a power limit, measured kernels or first-launch costs."""
 PART_NAMES: Mapping[str, str] = {
     "nccl": "NCCL tuning", "power": "power", "sharing": "sharing", "host": "host",
-    "host_contention": "host contention", "calibration": "calibration", "kernels": "kernel database",
-    "gemm_kernels": "GEMM kernel table",
+    "host_contention": "host contention", "python_prices": "library Python prices", "calibration": "calibration",
+    "kernels": "kernel database", "gemm_kernels": "GEMM kernel table",
 }
 """How the run summary names each part."""
 
@@ -96,6 +98,8 @@ class DeviceProfile:
     host: Part[HostConstants]
     host_contention: Part[HostContention]
     """How contended the hosts that `host` was measured on were: `--host-contention h200-vm` simulates such hosts."""
+    python_prices: Part[PythonPrices]
+    """Library functions' own host time per call, measured on the hosts `host` was (models/python_prices.py)."""
     calibration: Part[Calibration]
     kernels: Part[KernelDatabase]
     """Empty where no kernel was measured on this GPU: the analytic model alone."""
@@ -199,6 +203,7 @@ def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
         "sharing": lambda file, src: _sharing(_fitted(file, src, "sharing"), src),
         "host": lambda file, src: _fields_of(HostConstants, _fitted(file, src, "host"), src),
         "host_contention": lambda file, src: _fields_of(HostContention, _fitted(file, src, "host_contention"), src),
+        "python_prices": lambda file, src: _fields_of(PythonPrices, _fitted(file, src, "python_prices"), src),
         "calibration": lambda file, src: Calibration.from_dict(_json(file, src)),
         "kernels": lambda file, src: _kernels(file, src, key),
         "gemm_kernels": lambda file, src: GemmKernelTable.from_dict(_json(file, src)),

@@ -1,0 +1,217 @@
+"""Fit the library Python prices (models/python_prices.py Note [Library Python]) to cProfile statistics of framework
+programs' steady steps on the reference hosts, and write them to src/phantora/specs/h200/python_prices.json.
+
+    python -m benchmarks.host.fit_python_prices [--data DIR] [--specs DIR] [--dry-run]
+    python -m benchmarks.host.fit_python_prices --simulate [NAME ...]   # the profiled programs, measured vs simulated
+
+Reads every `<name>.profiled.rank<R>.pstats` of data/h200/host/python_profiles/ (benchmarks/host/python_profiles.sh),
+with its JSON: the optimizer steps profiled, cProfile's own cost per call (a calibration at the process's start), and
+a host-speed probe after each profiled step (a fixed pure-Python loop). For each function of a priced library:
+
+1. its own time less cProfile's own cost. That cost was calibrated before the steps, on a host whose speed then
+   (the calibration's plain loop) may differ from the steps' (their probes): it is brought to the steps' speed;
+2. plus the Python it runs that the host model has no term for: the own time of the torch and standard-library
+   functions it calls, and of their callees in turn (not ops, waits or module calls, which the model charges),
+   shared out among their callers in proportion to the time each call took (cProfile keeps one level of callers);
+3. brought to the host the other constants stand for: the mean lent H200 host, the uncontended probe's time times
+   the contention model's mean slowdown (specs/h200/host_contention.json), over the steps' mean probe;
+4. per call: the median over the profiles and ranks that ran it (a function that waited for the GPU in one program,
+   its launch queue full, does not set its price by that).
+
+Then per file and name (another version's lines), and per library: the mean over all its calls. Priced libraries:
+every site package but torch's own, whose Python the host model's other terms charge (module calls, optimizers,
+FSDP's hooks), of which the profiles ran at least MIN_FUNCTIONS functions, so that its mean can stand for the
+functions they never ran (not numpy, of which they ran one, nor the import hooks of the measuring machine's
+environment); a module's `forward` is a module call's (`module_call_ns`) and is not priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from benchmarks.common.fitted import update_fitted
+from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
+from benchmarks.e2e.frameworks.accuracy import error_pct, simulate
+from benchmarks.host.fit_contention import THRESHOLD_US, timelines
+from benchmarks.host.summarize_python_profiles import Function, Profile, library_of, portable, step_ms
+
+DATA = data_dir("h200", "host", "python_profiles")
+CONFIGS = BENCHMARKS / "host" / "python_profiles.json"
+SIMULATED_STEPS = 12
+UNPRICED = frozenset({"torch", "functorch", "torchgen", "triton", "builtin", "stdlib", "other", "examples"})
+"""Code the host model charges by other terms (torch's Python), or that is not a site package."""
+MIN_FUNCTIONS = 20
+"""Functions of a library the profiles must have run for the library to be priced."""
+MODULE_CALL = "forward"
+"""A module's forward: `module_call_ns` prices a module call with its forward's Python."""
+TORCH_CHARGED_APART = ("torch/nn/modules/module.py", "torch/optim/", "torch/utils/data/", "torch/nn/utils/clip_grad.py",
+                       "torch/distributed/fsdp/", "torch/distributed/tensor/")
+"""torch's Python that the host model charges itself (module calls, optimizers, the DataLoader, clipping, FSDP2,
+DTensor): no part of it is added to the library function that calls it."""
+WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep", "select", "poll")
+"""C functions that wait (for the GPU, a lock, another process): the model times waits itself."""
+
+
+def priced_library(function: Function) -> bool:
+    return library_of(function) not in UNPRICED and function[2] != MODULE_CALL
+
+
+def uncontended_probe_us() -> float:
+    """The probe's median time on the uncontended H200 hosts, over every timeline's probes (fit_contention.py)."""
+    probes = [s["python_loop_us"] for _, _, data in timelines() for s in data.get("sched") or []
+              if "python_loop_us" in s]
+    return statistics.median(p for p in probes if p < THRESHOLD_US)
+
+
+def mean_host_slowdown(specs: Path) -> float:
+    """How much slower than uncontended the mean contended host is (models/host_contention.py)."""
+    constants = json.loads((specs / "h200" / "host_contention.json").read_text())["constants"]
+    return 1.0 + constants["contended_fraction"] * (constants["contended_factor"] - 1.0)
+
+
+def overhead_scale(run: Profile, runs: list[Profile], probe_unc_us: float) -> float:
+    """By how much cProfile's calibrated cost per call grows from the calibration's host speed to the steps'. The
+    calibration's plain loop is uncontended where it is within the probe's contention threshold of the fastest."""
+    loops = sorted(r.calibration_loop_ns for r in runs)
+    uncontended_loop = statistics.median(x for x in loops if x < loops[0] * THRESHOLD_US / probe_unc_us)
+    return (run.probe_us / probe_unc_us) / (run.calibration_loop_ns / uncontended_loop)
+
+
+def own_ns_per_step(run: Profile, scale: float) -> dict[Function, tuple[float, float]]:
+    """function -> (calls, own ns less cProfile's cost at the steps' speed), per step."""
+    return {function: (calls / run.steps, corrected_ms * 1e6 / run.steps)
+            for function, calls, _, corrected_ms in run.functions(scale)}
+
+
+def charged_by_model(function: Function) -> bool:
+    """Code whose time the model charges by a term of its own: ops and waits (C), torch's modelled Python."""
+    if library_of(function) == "builtin":
+        name = function[2]
+        return "torch" in name or any(w in name for w in WAITS)
+    return any(part in function[0] for part in TORCH_CHARGED_APART)
+
+
+def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
+    """helper -> {priced library function: the share of the helper's own time spent on its behalf}, for the torch,
+    standard-library and C functions not charged by the model, following callers up to the priced functions (a
+    cycle of calls ends the walk)."""
+    shares: dict[Function, dict[Function, float]] = {}
+    walking: set[Function] = set()
+
+    def of(function: Function) -> dict[Function, float]:
+        if function in shares:
+            return shares[function]
+        if function in walking:
+            return {}
+        walking.add(function)
+        callers = stats[function][4]
+        total = sum(edge[3] for edge in callers.values())
+        found: dict[Function, float] = defaultdict(float)
+        for caller, edge in callers.items():
+            weight = edge[3] / total if total else 1.0 / len(callers)
+            if caller not in stats or charged_by_model(caller):
+                continue
+            if priced_library(caller):
+                found[caller] += weight
+            elif library_of(caller) in UNPRICED and caller[2] != MODULE_CALL:
+                for ancestor, share in of(caller).items():
+                    found[ancestor] += weight * share
+            # else a module's forward, or another site package's code: its own time is its caller's price
+        walking.discard(function)
+        shares[function] = dict(found)
+        return shares[function]
+
+    return {f: of(f) for f in stats
+            if not priced_library(f) and library_of(f) in UNPRICED and not charged_by_model(f)}
+
+
+def run_prices(run: Profile, runs: list[Profile], probe_unc_us: float, slowdown: float,
+               inclusive: bool) -> dict[Function, tuple[float, float]]:
+    """priced function -> (calls per step, ns per call at the constants' host) of one rank's profile."""
+    own = own_ns_per_step(run, overhead_scale(run, runs, probe_unc_us))
+    ns = {f: own[f][1] for f in own if priced_library(f)}
+    if inclusive:
+        for helper, shares in helper_shares(run.stats).items():
+            for function, share in shares.items():
+                ns[function] += own[helper][1] * share
+    to_reference = probe_unc_us * slowdown / run.probe_us
+    return {f: (own[f][0], ns[f] * to_reference / own[f][0]) for f in ns if own[f][0] > 0}
+
+
+def fit(runs: list[Profile], specs: Path, inclusive: bool = True) -> dict:
+    probe_unc_us, slowdown = uncontended_probe_us(), mean_host_slowdown(specs)
+    per_function: dict[Function, list[float]] = defaultdict(list)
+    totals: dict[Function, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for run in runs:
+        for function, (calls, ns) in run_prices(run, runs, probe_unc_us, slowdown, inclusive).items():
+            key = portable(function)
+            per_function[key].append(ns)
+            totals[key][0] += calls
+    functions = {k: round(statistics.median_low(v)) for k, v in per_function.items()}
+    seen = defaultdict(int)
+    for file, _, _ in functions:
+        seen[file.partition("/")[0]] += 1
+    functions = {k: ns for k, ns in functions.items() if seen[k[0].partition("/")[0]] >= MIN_FUNCTIONS}
+    by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for (file, line, name), ns in functions.items():
+        calls = totals[(file, line, name)][0]
+        for total in (by_name[f"{file}:{name}"], by_library[file.partition("/")[0]]):
+            total[0] += ns * calls
+            total[1] += calls
+    return {"functions": {f"{file}:{line}:{name}": ns for (file, line, name), ns in sorted(functions.items())},
+            "names": {k: round(ns / calls) for k, (ns, calls) in sorted(by_name.items()) if calls},
+            "libraries": {k: round(ns / calls) for k, (ns, calls) in sorted(by_library.items()) if calls}}
+
+
+def versions(data: Path) -> dict[str, str]:
+    """The measured libraries' versions, from versions.txt's line "torch X transformers Y deepspeed Z ..."."""
+    line = next(l for l in (data / "versions.txt").read_text().splitlines() if l.startswith("torch "))
+    words = line.split()
+    return {k.removesuffix("-core"): v for k, v in zip(words[::2], words[1::2]) if k != "torch"}
+
+
+def simulate_profiled(data: Path, names: list[str]) -> None:
+    """Each profiled program (all if `names` is empty) under Phantora with the shipped prices, as the framework
+    benchmark runs its rows (`--host-contention h200-vm`), against its plain run's step time."""
+    for config in json.loads(CONFIGS.read_text())["configs"]:
+        if names and config["name"] not in names:
+            continue
+        row = {**config, "args": [*config["args"], config["steps_flag"], str(SIMULATED_STEPS)]}
+        measured_ms = step_ms(data / f"{config['name']}.log")
+        predicted_ms = simulate(row, "h200")["step_s"] * 1e3
+        print(f"{config['name']:32s} measured {measured_ms:7.1f} ms  simulated {predicted_ms:7.1f} ms "
+              f"({error_pct(predicted_ms, measured_ms):+.1f} %)", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
+    p.add_argument("--own-only", action="store_true", help="price a function's own time alone (no helpers)")
+    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    p.add_argument("--simulate", nargs="*", metavar="NAME", help="simulate the profiled programs instead of fitting")
+    a = p.parse_args()
+    if a.simulate is not None:
+        simulate_profiled(a.data, a.simulate)
+        return
+    runs = [Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))]
+    if unprobed := [r.name for r in runs if r.probe_us is None]:
+        p.error(f"profiles without host-speed probes (taken before the probes were): {', '.join(unprobed)}")
+    prices = fit(runs, a.specs, inclusive=not a.own_only)
+    prices["versions"] = versions(a.data)
+    print(f"{len(prices['functions'])} functions of {len(runs)} profiles; per library, ns per call: "
+          + ", ".join(f"{k} {v}" for k, v in prices["libraries"].items()))
+    if a.dry_run:
+        return
+    source = f"benchmarks/host/fit_python_prices.py on {relative(a.data)}"
+    path = update_fitted("h200", "python_prices", prices, dict.fromkeys(prices, source), specs_root=a.specs)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""What a call of a framework library's Python function costs the host: its own time per call on the reference host.
+
+Note: [Library Python]
+The host model (models/host.py) charges what the runtime sees: ops, module calls, optimizer steps, a few library
+entry points. A framework whose Python does much between its ops, DeepSpeed ZeRO-3's hooks and parameter
+bookkeeping, Megatron-core's tensor-parallel layers and their gradient hooks, then has a host time the model
+does not see, and a host-bound step comes out short (docs/models/host.md). A call count cannot price it: a
+DeepSpeed call took 1 µs and a Megatron-core call 6-9 µs on the same hosts. So each function is priced
+by itself, like a kernel: its own time per call (its bytecode, not the functions it calls, Python or C),
+measured by cProfile in the steady steps of framework programs on the reference hosts and brought to the
+host the other constants stand for (benchmarks/host/fit_python_prices.py on data/h200/host/python_profiles).
+
+A function is named by its file relative to the site packages, its first line and its name, as cProfile names
+it. Another version of a library moves lines: a function is then priced by the functions of its name in its
+file, and a function the profiles never ran by its library's mean. A library the profiles did not measure has
+no prices: its Python stays with the model's other terms, as the program's own code does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PythonPrices:
+    """ns per call of library functions on the reference host; empty for a profile without them."""
+
+    functions: Mapping[str, int] = field(default_factory=dict)
+    """"<file>:<first line>:<name>" -> ns per call, <file> relative to the site packages (deepspeed/...)."""
+    names: Mapping[str, int] = field(default_factory=dict)
+    """"<file>:<name>" -> ns per call over the functions of that name in that file (another version's lines)."""
+    libraries: Mapping[str, int] = field(default_factory=dict)
+    """Top-level package -> ns per call over all its measured calls (a function the profiles never ran)."""
+    versions: Mapping[str, str] = field(default_factory=dict)
+    """The version of each library that was measured."""
+
+    def __post_init__(self) -> None:
+        for table in (self.functions, self.names, self.libraries):
+            if any(not isinstance(ns, int) or ns < 0 for ns in table.values()):
+                raise ValueError("prices must be whole non-negative ns")
+
+    def price_ns(self, file: str, line: int, name: str) -> int:
+        """ns per call of the function `name` at `line` of `file` (relative to the site packages); 0 where its
+        library has no prices."""
+        library = file.partition("/")[0]
+        if library not in self.libraries:
+            return 0
+        found = self.functions.get(f"{file}:{line}:{name}")
+        if found is None:
+            found = self.names.get(f"{file}:{name}", self.libraries[library])
+        return found
+
+    def scaled(self, factor: float) -> "PythonPrices":
+        """Every price multiplied by `factor` (a host CPU that takes `factor` times as long)."""
+        def scale(table: Mapping[str, int]) -> dict[str, int]:
+            return {key: round(ns * factor) for key, ns in table.items()}
+        return PythonPrices(functions=scale(self.functions), names=scale(self.names),
+                            libraries=scale(self.libraries), versions=self.versions)

@@ -1,0 +1,40 @@
+"""The library Python prices' fit (benchmarks/host/fit_python_prices.py): which code is priced, and how the Python
+a priced function runs through torch's and the standard library's helpers joins its price."""
+
+from benchmarks.host import fit_python_prices as fit
+
+SITE = "/v/lib/python3.12/site-packages/"
+HOOK = (SITE + "deepspeed/runtime/zero/stage3.py", 10, "hook")
+FORWARD = (SITE + "transformers/models/llama/modeling_llama.py", 62, "forward")
+HELPER = (SITE + "torch/cuda/__init__.py", 1178, "current_stream")
+CHARGED = (SITE + "torch/nn/modules/module.py", 1783, "_call_impl")
+ISINSTANCE = ("~", 0, "<built-in method builtins.isinstance>")
+OP = ("~", 0, "<method 'add' of 'torch._C.TensorBase' objects>")
+
+
+def edge(ct: float) -> tuple:
+    return (1, 1, ct, ct)
+
+
+STATS = {
+    HOOK: (1, 1, 1.0, 5.0, {}),
+    FORWARD: (1, 1, 1.0, 2.0, {CHARGED: edge(2.0)}),
+    CHARGED: (1, 1, 1.0, 3.0, {}),
+    # the helper: 3 s of its time for the hook, 1 for a module's forward, 1 for torch's module call
+    HELPER: (5, 5, 0.5, 5.0, {HOOK: edge(3.0), FORWARD: edge(1.0), CHARGED: edge(1.0)}),
+    ISINSTANCE: (5, 5, 0.1, 0.1, {HELPER: edge(0.1)}),
+    OP: (1, 1, 0.2, 0.2, {HOOK: edge(0.2)}),
+}
+
+
+def test_library_functions_are_priced_but_torch_and_module_forwards_are_not():
+    assert fit.priced_library(HOOK)
+    assert not fit.priced_library(FORWARD)  # module_call_ns prices a forward
+    assert not fit.priced_library(HELPER) and not fit.priced_library(ISINSTANCE)
+
+
+def test_helpers_join_the_price_of_the_priced_functions_that_run_them():
+    shares = fit.helper_shares(STATS)
+    assert shares[HELPER] == {HOOK: 0.6}  # the forward's and torch's module call's share belong to no price
+    assert shares[ISINSTANCE] == {HOOK: 0.6}  # a C helper the helper calls, in turn
+    assert OP not in shares and CHARGED not in shares  # ops and torch's module calls are the model's
