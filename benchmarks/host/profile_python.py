@@ -1,8 +1,9 @@
 """Run a training program under cProfile and keep, per Python function, its calls and its own time (pstats), over
 its steady steps.
 
-    [PROFILE_AFTER_STEP=K] python -m benchmarks.host.profile_python OUT SCRIPT ARGS...      # one process
-    [PROFILE_AFTER_STEP=K] torchrun ... -m benchmarks.host.profile_python OUT SCRIPT ARGS... # each rank: OUT.rank<R>.*
+    [PROFILE_AFTER_STEP=K] [PROFILE_ALTERNATE=1] python -m benchmarks.host.profile_python OUT SCRIPT ARGS...
+    [PROFILE_AFTER_STEP=K] [PROFILE_ALTERNATE=1] torchrun ... -m benchmarks.host.profile_python OUT SCRIPT ARGS...
+                                                                                    # each rank: OUT.rank<R>.*
 
 Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hook, which
 every framework's optimizer reaches through the torch optimizer it wraps) and ends with the program; `OUT.rank<R>.json`
@@ -13,6 +14,11 @@ cost in them: the JSON also holds what a profiled call of an empty Python functi
 not, to correct for it, and the host's speed during the profiled steps: after each optimizer step from the K-th on,
 the profiler pauses for a fixed pure-Python loop (benchmarks/workloads/timeline.py, `python_loop_probe_us`), the
 probe the ground truth's timelines take, so that a time per call can be brought to the reference host.
+
+With PROFILE_ALTERNATE=1 only every other step after the K-th is profiled (the first of them is), and the JSON gets
+each of those steps' host time (`step_host_s`, optimizer step to optimizer step, the probe left out) and whether it
+was profiled: in a host-bound program the difference is what profiling costs in situ, which an empty function's
+calibration under-states for programs of many small calls (docs/models/host.md, Library Python).
 """
 
 from __future__ import annotations
@@ -76,15 +82,22 @@ def main() -> None:
     profile = cProfile.Profile()
     steps = [0]
 
+    alternate = os.environ.get("PROFILE_ALTERNATE") == "1"
     probes: list[float] = []
+    step_host_s: list[tuple[bool, float]] = []
+    """(profiled, host seconds) of each step after the K-th, with PROFILE_ALTERNATE."""
+    last = [0.0]
 
     def count_step(optimizer, args, kwargs) -> None:
         steps[0] += 1
         if steps[0] > after:
             profile.disable()
+            step_host_s.append((not alternate or (steps[0] - after) % 2 == 1, time.perf_counter() - last[0]))
         if steps[0] >= after:
             probes.append(python_loop_probe_us())
-            profile.enable()
+            if not alternate or (steps[0] - after) % 2 == 0:
+                profile.enable()
+        last[0] = time.perf_counter()
 
     register_optimizer_step_post_hook(count_step)
     sys.argv = [script, *args]
@@ -95,7 +108,9 @@ def main() -> None:
         profile.disable()
         profile.dump_stats(f"{out}.rank{rank}.pstats")
         record["optimizer_steps"] = steps[0]
-        record["profiled_steps"] = max(0, steps[0] - after)
+        record["profiled_steps"] = sum(1 for profiled, _ in step_host_s if profiled)
+        if alternate:
+            record["step_host_s"] = step_host_s
         record["python_loop_probe_us"] = probes
         with open(f"{out}.rank{rank}.json", "w") as f:
             json.dump(record, f)

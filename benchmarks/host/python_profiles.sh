@@ -4,9 +4,11 @@
 # benchmarks/host/profile_python.py (cProfile on every rank over the steps after the 4th, the autograd engine on the
 # calling thread, a host-speed probe after every profiled step). Writes <name>.log, <name>.profiled.log,
 # <name>.profiled.rank<R>.pstats and <name>.profiled.rank<R>.json under $WORK and bundles them into $BUNDLE.
+# With PROFILE_ALTERNATE=1, each runs once instead, 30 steps profiled every other step after the 4th (what profiling
+# costs in situ: profile_python.py), into <name>.alternate.rank<R>.{pstats,json} and <name>.alternate.log.
 # The configurations are smaller than the framework benchmark's rows (benchmarks/e2e/frameworks/configs.json), so
 # that none of those held-out rows is read. Needs the frameworks' wheels (benchmarks/e2e/frameworks/README.md).
-#     [WORK=DIR] [BUNDLE=FILE.tar.gz] bash benchmarks/host/python_profiles.sh [NAME ...]
+#     [WORK=DIR] [BUNDLE=FILE.tar.gz] [PROFILE_ALTERNATE=1] bash benchmarks/host/python_profiles.sh [NAME ...]
 set -u
 work=${WORK:-/tmp/python-profiles}
 mkdir -p "$work"
@@ -28,6 +30,13 @@ run() {  # name
     local launch=(env CUDA_VISIBLE_DEVICES=0 python3)
     if (( world > 1 )); then launch=(torchrun --standalone --nproc-per-node "$world"); fi
     echo "== $name: ${launch[*]} $script ${args[*]}"
+    if [[ ${PROFILE_ALTERNATE:-} == 1 ]]; then
+        timeout 240 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.alternate" "$script" "${args[@]}" \
+            "$flag" 30 > "$work/$name.alternate.log" 2>&1 < /dev/null
+        echo "   alternate: exit $?"
+        if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$work" .; fi
+        return
+    fi
     timeout 120 "${launch[@]}" "$script" "${args[@]}" "$flag" "$steps" > "$work/$name.log" 2>&1 < /dev/null
     echo "   exit $?; $(grep -c '^step \|iteration ' "$work/$name.log") step lines"
     timeout 150 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.profiled" "$script" "${args[@]}" \

@@ -2,6 +2,7 @@
 cProfile statistics of benchmarks/host/python_profiles.sh (data/h200/host/python_profiles/).
 
     python -m benchmarks.host.summarize_python_profiles [--data DIR] [--top N] [--json OUT]
+    python -m benchmarks.host.summarize_python_profiles --in-situ    # what profiling cost in situ, per call
 
 A function's own time is cProfile's `tottime`: its bytecode and the C it runs inline, not the functions it calls,
 Python or C. Torch ops and other C functions are profiled calls of their own (`builtin` below), so a library's
@@ -10,6 +11,10 @@ both the callee's and the caller's own time: the profile's calibration (an empty
 profiled and not) gives both shares, and `corrected` takes them off, per call made and per call received. Per step:
 divided by the optimizer steps profiled. The prices the host model charges per library function are fitted from the
 same profiles by benchmarks/host/fit_python_prices.py.
+
+`--in-situ` reads the runs profiled every other step (`<name>.alternate.*`, PROFILE_ALTERNATE=1) of host-bound
+programs: the median host time of a profiled step less an unprofiled one's, per call the profiled step made, against
+the calibration's cost per call (an empty function's, received and made).
 """
 
 from __future__ import annotations
@@ -155,12 +160,31 @@ def report(data: Path, top: int) -> dict:
     return table
 
 
+def in_situ(data: Path) -> None:
+    """What profiling cost per call in the alternating runs, against the calibrated cost."""
+    for path in sorted(data.glob("*.alternate.rank*.pstats")):
+        record = json.loads(path.with_suffix(".json").read_text())
+        profiled = [s for was_profiled, s in record["step_host_s"] if was_profiled]
+        plain = [s for was_profiled, s in record["step_host_s"] if not was_profiled]
+        calls = sum(row[1] for row in pstats.Stats(str(path)).stats.values()) / record["profiled_steps"]
+        overhead = Overhead.from_calibration(record["calibration"])
+        cost_ns = (statistics.median(profiled) - statistics.median(plain)) * 1e9 / calls
+        calibrated_ns = overhead.callee_ns + overhead.caller_ns
+        print(f"{path.name:48s} step {statistics.median(plain) * 1e3:6.1f} ms, profiled "
+              f"{statistics.median(profiled) * 1e3:6.1f}; {calls:7.0f} calls: {cost_ns:5.0f} ns a call in situ, "
+              f"{calibrated_ns:4.0f} calibrated ({cost_ns / calibrated_ns:.1f}x)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--top", type=int, default=8, help="functions to list per profile")
     p.add_argument("--json", type=Path, help="write the per-library table here")
+    p.add_argument("--in-situ", action="store_true", help="what profiling cost in the alternating runs")
     a = p.parse_args()
+    if a.in_situ:
+        in_situ(a.data)
+        return
     table = report(a.data, a.top)
     if a.json:
         a.json.write_text(json.dumps(table, indent=1) + "\n")
