@@ -72,7 +72,10 @@ def install_python_prices(session: Session, library: str) -> PythonPricing | Non
             session.host_work(ns)
 
     pricing = PythonPricing(library, pricer(prices.scaled(scale) if scale != 1.0 else prices), charge)
-    sys.meta_path.insert(0, _StartOnImport(frozenset(prices.libraries) - sys.modules.keys(), pricing))
+    if prices.libraries.keys() & sys.modules.keys():  # imported already (a sitecustomize, a preloading launcher)
+        _start(pricing)
+    else:
+        sys.meta_path.insert(0, _StartOnImport(frozenset(prices.libraries), pricing))
     return pricing
 
 
@@ -88,8 +91,9 @@ def _start(pricing: PythonPricing) -> None:
 # Note: [Pricing starts at a priced import]
 # The profile function costs every Python call of a priced thread about 0.1 µs of the simulator's own time,
 # Phantora's included, so it is set only once the program imports a library with prices (DeepSpeed, Megatron-core,
-# Transformers...). A library imported before Phantora installs (numpy, which torch imports) starts nothing: a
-# program that uses it alone has its few calls unpriced.
+# Transformers, Accelerate), or at install where one is imported already. Another thread that issued ops before
+# that is not priced (its first op, which prices the others, is behind it): in the programs measured, the libraries
+# are imported before any op.
 class _StartOnImport:
     """A meta path entry that finds nothing: it starts pricing when a priced library's top module is first
     imported, then leaves the path."""
