@@ -90,7 +90,8 @@ def _start(pricing: PythonPricing) -> None:
 
 # Note: [Pricing starts at a priced import]
 # The profile function costs every Python call of a priced thread about 0.1 µs of the simulator's own time,
-# Phantora's included, so it is set only once the program imports a library with prices (DeepSpeed, Megatron-core,
+# Phantora's included (DeepSpeed ZeRO-3's example ran 1.5x as long: docs/runtime.md), so it is set only once the
+# program imports a library with prices (DeepSpeed, Megatron-core,
 # Transformers, Accelerate), or at install where one is imported already. Another thread that issued ops before
 # that is not priced (its first op, which prices the others, is behind it): in the programs measured, the libraries
 # are imported before any op.
