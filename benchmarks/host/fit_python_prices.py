@@ -73,12 +73,16 @@ def mean_host_slowdown(specs: Path) -> float:
     return 1.0 + constants["contended_fraction"] * (constants["contended_factor"] - 1.0)
 
 
-def overhead_scale(run: Profile, runs: list[Profile], probe_unc_us: float) -> float:
-    """By how much cProfile's calibrated cost per call grows from the calibration's host speed to the steps'. The
-    calibration's plain loop is uncontended where it is within the probe's contention threshold of the fastest."""
+def uncontended_loop_ns(runs: list[Profile], probe_unc_us: float) -> float:
+    """The calibration's plain loop on an uncontended host: the median of those within the probe's contention
+    threshold of the fastest."""
     loops = sorted(r.calibration_loop_ns for r in runs)
-    uncontended_loop = statistics.median(x for x in loops if x < loops[0] * THRESHOLD_US / probe_unc_us)
-    return (run.probe_us / probe_unc_us) / (run.calibration_loop_ns / uncontended_loop)
+    return statistics.median(x for x in loops if x < loops[0] * THRESHOLD_US / probe_unc_us)
+
+
+def overhead_scale(run: Profile, probe_unc_us: float, loop_unc_ns: float) -> float:
+    """By how much cProfile's calibrated cost per call grows from the calibration's host speed to the steps'."""
+    return (run.probe_us / probe_unc_us) / (run.calibration_loop_ns / loop_unc_ns)
 
 
 def own_ns_per_step(run: Profile, scale: float) -> dict[Function, tuple[float, float]]:
@@ -129,10 +133,10 @@ def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
             if not priced_library(f) and library_of(f) in UNPRICED and not charged_by_model(f)}
 
 
-def run_prices(run: Profile, runs: list[Profile], probe_unc_us: float, slowdown: float,
+def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: float,
                inclusive: bool) -> dict[Function, tuple[float, float]]:
     """priced function -> (calls per step, ns per call at the constants' host) of one rank's profile."""
-    own = own_ns_per_step(run, overhead_scale(run, runs, probe_unc_us))
+    own = own_ns_per_step(run, overhead_scale(run, probe_unc_us, loop_unc_ns))
     ns = {f: own[f][1] for f in own if priced_library(f)}
     if inclusive:
         for helper, shares in helper_shares(run.stats).items():
@@ -144,13 +148,14 @@ def run_prices(run: Profile, runs: list[Profile], probe_unc_us: float, slowdown:
 
 def fit(runs: list[Profile], specs: Path, inclusive: bool = True) -> dict:
     probe_unc_us, slowdown = uncontended_probe_us(), mean_host_slowdown(specs)
+    loop_unc_ns = uncontended_loop_ns(runs, probe_unc_us)
     per_function: dict[Function, list[float]] = defaultdict(list)
-    totals: dict[Function, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    calls_per_step: dict[Function, float] = defaultdict(float)
     for run in runs:
-        for function, (calls, ns) in run_prices(run, runs, probe_unc_us, slowdown, inclusive).items():
+        for function, (calls, ns) in run_prices(run, probe_unc_us, loop_unc_ns, slowdown, inclusive).items():
             key = portable(function)
             per_function[key].append(ns)
-            totals[key][0] += calls
+            calls_per_step[key] += calls
     functions = {k: round(statistics.median_low(v)) for k, v in per_function.items()}
     seen = defaultdict(int)
     for file, _, _ in functions:
@@ -159,7 +164,7 @@ def fit(runs: list[Profile], specs: Path, inclusive: bool = True) -> dict:
     by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for (file, line, name), ns in functions.items():
-        calls = totals[(file, line, name)][0]
+        calls = calls_per_step[(file, line, name)]
         for total in (by_name[f"{file}:{name}"], by_library[file.partition("/")[0]]):
             total[0] += ns * calls
             total[1] += calls
