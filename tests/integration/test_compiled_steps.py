@@ -7,6 +7,7 @@ from conftest import SCRIPTS
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.every_build
 def test_a_compiled_step_runs_inductors_fused_kernels(phantora):
     eager = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "eager")
     compiled = phantora(str(SCRIPTS / "compile_probe.py"), "--mode", "default")

@@ -66,7 +66,7 @@ def test_simulated_times_do_not_depend_on_os_scheduling(torchrun):
 
 @pytest.mark.parametrize("mode, nproc, extra", [
     ("ddp", 2, ["--accum", "2"]),
-    ("fsdp", 2, []),
+    pytest.param("fsdp", 2, [], marks=pytest.mark.every_build),
     ("pp", 2, []),
     ("pp", 4, []),  # Note [Objects after a sync]: four stages hung in the pipeline's start-up vote
     ("fsdp_tp", 4, []),

@@ -28,7 +28,8 @@ def check(run, script: str, *, min_step_ms: float = 0.1) -> dict:
     return found
 
 
-@pytest.mark.parametrize("extra", [[], ["--moe", "mixtral"], ["--moe", "qwen2_moe"]], ids=["llama", "mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("extra", [pytest.param([], marks=pytest.mark.every_build), ["--moe", "mixtral"], ["--moe", "qwen2_moe"]],
+                         ids=["llama", "mixtral", "qwen2_moe"])
 def test_hf_loop(phantora, extra):
     """Mixture-of-experts layers run their experts with `torch._grouped_mm` on float32 weights under autocast, which a
     GPU runs as one GEMM per expert (handlers.py Note [Grouped GEMMs off the fast path])."""
@@ -65,7 +66,7 @@ def test_accelerate_single_gpu(phantora):
     check(phantora(str(EXAMPLES / "accelerate_train.py")), "accelerate_train")
 
 
-@pytest.mark.parametrize("version", ["1", "2"])
+@pytest.mark.parametrize("version", [pytest.param("1", marks=pytest.mark.every_build), "2"])  # FSDP1: no_dispatch
 def test_accelerate_fsdp(torchrun, version):
     """FSDP through Accelerate's environment, as `accelerate launch` with an FSDP config sets it."""
     pytest.importorskip("accelerate")
@@ -76,7 +77,7 @@ def test_accelerate_fsdp(torchrun, version):
     assert run.summary["nccl_calls"] > 0
 
 
-@pytest.mark.parametrize("strategy,ranks", [("auto", 1), ("ddp", 2), ("fsdp", 2)])
+@pytest.mark.parametrize("strategy,ranks", [pytest.param("auto", 1, marks=pytest.mark.every_build), ("ddp", 2), ("fsdp", 2)])
 def test_lightning(torchrun, strategy, ranks):
     pytest.importorskip("lightning")
     run = torchrun(ranks, str(EXAMPLES / "lightning_train.py"), "--strategy", strategy)
@@ -85,7 +86,8 @@ def test_lightning(torchrun, strategy, ranks):
     assert run.summary["simulated_time_s"] < 5
 
 
-@pytest.mark.parametrize("zero,extra", [(1, []), (2, []), (3, []), (2, ["--torch-adam", "--grad-accum", "2"])],
+@pytest.mark.parametrize("zero,extra", [(1, []), (2, []), pytest.param(3, [], marks=pytest.mark.every_build),
+                                        (2, ["--torch-adam", "--grad-accum", "2"])],
                          ids=["zero1-fused", "zero2-fused", "zero3-fused", "zero2-torch-adam-accum"])
 def test_deepspeed(torchrun, zero, extra):
     pytest.importorskip("deepspeed")

@@ -4,6 +4,10 @@ one has long since imported torch and everything else."""
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.every_build
+
 
 def modules_loaded_by(statement: str, *names: str) -> dict[str, bool]:
     """Which of `names` are in sys.modules after a new Python runs `statement`."""

@@ -48,6 +48,7 @@ def test_tensor_and_sequence_parallel_with_megatron_adam(torchrun):
     assert run.summary["placeholder_reads"][".item()"] > 0  # the gradient norm's reads
 
 
+@pytest.mark.every_build
 def test_tensor_parallel_with_torch_adam(torchrun):
     run_example(torchrun, 2, "--tp", "2", "--num-layers", "2", "--global-batch-size", "4", "--optimizer", "torch")
 

@@ -9,6 +9,7 @@ import torch
 from conftest import REPO, SCRIPTS
 
 
+@pytest.mark.every_build
 def test_cuda_api_surface(phantora):
     run = phantora(str(SCRIPTS / "cuda_api_probe.py"))
     assert run.code == 0, run.stderr
@@ -63,6 +64,7 @@ def test_oom_on_small_gpu_fits_on_large(phantora):
     assert caught.code == 0 and "CAUGHT after 7" in caught.stdout
 
 
+@pytest.mark.every_build
 def test_example_is_deterministic_and_prints_simulated_times(phantora):
     args = (str(REPO / "examples" / "nanogpt_train.py"), "--layers", "2", "--steps", "3", "--batch", "4")
     first, second = phantora(*args), phantora(*args)

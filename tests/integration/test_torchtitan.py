@@ -67,6 +67,7 @@ def check_ran(run, *, unmodelled: set[str] = frozenset()) -> dict[int, list[tupl
     return logged
 
 
+@pytest.mark.every_build
 def test_fsdp(titan):
     check_ran(titan(2, LLAMA3))
 

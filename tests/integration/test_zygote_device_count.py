@@ -2,9 +2,12 @@
 
 import os
 
+import pytest
 import torch
 
 from phantora.runtime import zygote
+
+pytestmark = pytest.mark.every_build
 
 
 def test_the_device_count_is_asked_in_a_throwaway_child(monkeypatch):

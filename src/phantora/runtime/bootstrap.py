@@ -77,7 +77,7 @@ def install(config: RankConfig):
     install_tolist()
     if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
         install_python_costs(session)
-        install_python_prices(session, shim._name)
+        install_python_prices(session)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)

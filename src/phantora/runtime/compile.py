@@ -14,9 +14,10 @@ These let Dynamo trace a program while Phantora's dispatch mode is active:
   unrecorded (runtime/dispatch.py Note [Foreign fake modes]).
 - Phantora's own modules are in Dynamo's skip list: Dynamo never compiles the dispatch mode's frames or
   Phantora's stand-ins for `torch.cuda`; a program that calls one of them inside a compiled region breaks the
-  graph there, as any skipped function does. One module is left to trace, because a model calls it in
+  graph there, as any skipped function does. Two modules are left to trace, because a model calls them in
   its forward: `runtime/python_costs.py` (the module-call hook, which does nothing while Dynamo traces:
-  compiled code makes no module calls).
+  compiled code makes no module calls) and `runtime/python_prices.py` (the charge at each entry of a priced
+  library's functions, whose stand-in in a graph does nothing: compiled code runs none of their Python).
 - Phantora's `F.scaled_dot_product_attention` (runtime/sdpa.py, the kernel CUDA's selection would take) is
   allowed in the graph (`torch.compiler.allow_in_graph`): Dynamo records the call as is (it reads backend flags
   Dynamo cannot trace), and AOTAutograd traces through it to the chosen kernel, so the graph holds the
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from phantora.runtime.dispatch import KernelRecorder
     from phantora.runtime.session import Session
 
-TRACED_MODULES = ("python_costs.py",)
+TRACED_MODULES = ("python_costs.py", "python_prices.py")
 """Phantora's modules in `phantora/runtime/` that Dynamo traces (Note [torch.compile under Phantora])."""
 
 

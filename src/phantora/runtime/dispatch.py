@@ -341,21 +341,9 @@ class KernelRecorder:
         return stream
 
 
-_NEW_THREAD_HOOKS: list[Callable[[], object]] = []
-
-
-def on_new_thread(hook: Callable[[], object]) -> None:
-    """Call `hook()` on each thread when it first issues an op through `HybridMode` (runtime/python_prices.py)."""
-    _NEW_THREAD_HOOKS.append(hook)
-
-
 class _Routed(threading.local):
     value = False
     """Whether `HybridMode` is routing an op on this thread."""
-
-    def __init__(self) -> None:  # a threading.local runs it on each thread's first access
-        for hook in _NEW_THREAD_HOOKS:
-            hook()
 
 
 class _RecorderLocal(threading.local):

@@ -14,11 +14,12 @@ The probes are patched when their module is imported (`after_import`).
 from __future__ import annotations
 
 import importlib.abc
-import importlib.util
 import sys
 from typing import Callable
 
 from torch._subclasses.fake_tensor import FakeTensor
+
+from phantora.runtime.import_hooks import find_spec_after
 
 _hooks: dict[str, Callable] = {}
 
@@ -45,7 +46,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         hook = _hooks.get(name)
         if hook is None:
             return None
-        spec = _find_with_others(self, name, path, target)
+        spec = find_spec_after(self, name, path, target)
         if spec is None or spec.loader is None:
             return spec
         loader = spec.loader
@@ -57,17 +58,6 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module
         return spec
-
-
-def _find_with_others(finder, name, path, target):
-    for other in sys.meta_path:
-        if other is finder:
-            continue
-        find = getattr(other, "find_spec", None)
-        spec = find(name, path, target) if find else None
-        if spec is not None:
-            return spec
-    return None
 
 
 def after_import(name: str, hook: Callable) -> None:

@@ -13,10 +13,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-SOURCES = tuple(Path(__file__).with_name("csrc") / name
-                for name in ("phantora_cuda.cpp", "device_queries.cpp", "python_prices.cpp"))
-"""The fake CUDA device, the fast answer to C++'s device queries on fake tensors, and the profile function that
-prices library Python (runtime/python_prices.py)."""
+SOURCES = (Path(__file__).with_name("csrc") / "phantora_cuda.cpp", Path(__file__).with_name("csrc") / "device_queries.cpp")
+"""The fake CUDA device, and the fast answer to C++'s device queries on fake tensors."""
 
 
 class NativeBuildError(RuntimeError):

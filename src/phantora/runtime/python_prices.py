@@ -1,29 +1,38 @@
 """Charge the host clock for each call of a library function with a measured price (models/python_prices.py Note
 [Library Python]).
 
-A C profile function sees every Python call of a priced thread (csrc/python_prices.cpp Note [Pricing library
-Python in C]); a code object is priced once, here, from the GPU profile's `python_prices` at this run's host scale,
-and a priced call charges the session's host clock at its start, as a module call or an optimizer step is charged
-(runtime/python_costs.py). Pricing starts when the program imports a priced library (Note [Pricing starts at a
-priced import]): on the importing thread then, on any other from its first op (the autograd engine's device
-threads run the program's backward hooks), so a thread's Python before its first op is not priced. A program's own
-`sys.setprofile`, `cProfile` or `torch.profiler` with Python stacks takes the place of the profile function on its
-threads: their library Python is then not priced.
+A priced library's modules are loaded with a call at every entry of each of their functions (entry_calls.py Note
+[A call at every entry]): the call charges that function's price, decided once per code object from the GPU
+profile's `python_prices` at this run's host scale, to the session's host clock, on whichever thread runs it, as
+a module call or an optimizer step is charged (runtime/python_costs.py). Nothing else is slowed: the program's own
+code, torch's and Phantora's run as they were. A priced library's modules that were imported before install (a
+`sitecustomize`, a preloading launcher) have their functions' code replaced in place (`_price_loaded`); a closure
+such a module made before install keeps its unpriced code. Code that torch.compile traces does not charge (its
+Python does not run in the compiled step); ranks end without interpreter teardown (bootstrap.py), which would
+remove the charge from `builtins` while finalizers still run.
 """
 
 from __future__ import annotations
 
-import ctypes
+import builtins
+import importlib.machinery
 import os
 import re
 import sys
-import threading
-from types import CodeType
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from types import CodeType, FunctionType, ModuleType
+from typing import TYPE_CHECKING
+
+from phantora.runtime.entry_calls import rewrite_all, with_entry_calls
+from phantora.runtime.import_hooks import find_spec_after
 
 if TYPE_CHECKING:
     from phantora.models.python_prices import PythonPrices
     from phantora.runtime.session import Session
+
+CHARGE_NAME = "__phantora_python_price__"
+"""The name, in `builtins`, that priced code calls with its price in ns."""
 
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\](.+)$")
 
@@ -42,68 +51,75 @@ def pricer(prices: PythonPrices) -> Callable[[CodeType], int]:
     return price
 
 
-class PythonPricing:
-    """The shim's profile function, set up to charge `charge(ns)` for each priced call."""
-
-    def __init__(self, library: str, price: Callable[[CodeType], int], charge: Callable[[int], None]) -> None:
-        self._lib = ctypes.PyDLL(library)  # its functions take Python objects and need the GIL held
-        self._lib.phantora_set_python_pricing.argtypes = [ctypes.py_object, ctypes.py_object]
-        self._lib.phantora_set_python_pricing(price, charge)
-
-    def this_thread(self) -> None:
-        """Price the calling thread's Python from now on."""
-        self._lib.phantora_price_python_on_this_thread()
-
-    def stop_this_thread(self) -> None:
-        self._lib.phantora_stop_pricing_python_on_this_thread()
+def priced_code(code: CodeType, price: Callable[[CodeType], int]) -> CodeType:
+    """`code` and the code nested in it, each function with a price calling the charge at its entries."""
+    def with_charge(one: CodeType) -> CodeType:
+        ns = price(one)
+        return with_entry_calls(one, CHARGE_NAME, ns) if ns > 0 else one
+    return rewrite_all(code, with_charge)
 
 
-def install_python_prices(session: Session, library: str) -> PythonPricing | None:
-    """Price the library Python of this process's threads from the program's first import of a priced library
-    (Note [Pricing starts at a priced import]), or return None where the GPU's profile has no prices."""
+def install_python_prices(session: Session) -> PricedImports | None:
+    """Load priced libraries with their functions priced from now on, and price those loaded already; None where the
+    GPU's profile has no prices."""
     prices = session.profile.python_prices.value
     if not prices.libraries:
         return None
     scale = session.config.host_time_scale
-    pid = os.getpid()
+    price = pricer(prices.scaled(scale) if scale != 1.0 else prices)
+    _install_charge(session.host_work)
+    priced = PricedImports(frozenset(prices.libraries), price)
+    sys.meta_path.insert(0, priced)
+    for module in [module for name, module in sys.modules.items() if name.partition(".")[0] in priced.libraries]:
+        _price_loaded(module, price)
+    return priced
+
+
+def _install_charge(host_work: Callable[[int], None]) -> None:
+    """Put the charge where priced code finds it, give it a no-op in torch.compile's graphs, and take it away in a
+    forked child (a DataLoader worker runs on its own CPU)."""
+    import torch
 
     def charge(ns: int) -> None:
-        if os.getpid() == pid:  # a DataLoader worker forked from this process runs on its own CPU
-            session.host_work(ns)
+        host_work(ns)
 
-    pricing = PythonPricing(library, pricer(prices.scaled(scale) if scale != 1.0 else prices), charge)
-    if prices.libraries.keys() & sys.modules.keys():  # imported already (a sitecustomize, a preloading launcher)
-        _start(pricing)
-    else:
-        sys.meta_path.insert(0, _StartOnImport(frozenset(prices.libraries), pricing))
-    return pricing
-
-
-def _start(pricing: PythonPricing) -> None:
-    """Price the calling thread now and every other thread from its first op (runtime/dispatch.py)."""
-    from phantora.runtime import dispatch
-
-    started_on = threading.get_ident()
-    dispatch.on_new_thread(lambda: threading.get_ident() != started_on and pricing.this_thread())
-    pricing.this_thread()
-
-
-# Note: [Pricing starts at a priced import]
-# The profile function costs every Python call of a priced thread about 0.1 µs of the simulator's own time,
-# Phantora's included (DeepSpeed ZeRO-3's example ran 1.5x as long: docs/runtime.md), so it is set only once the
-# program imports a library with prices (DeepSpeed, Megatron-core,
-# Transformers, Accelerate), or at install where one is imported already. Another thread that issued ops before
-# that is not priced (its first op, which prices the others, is behind it): in the programs measured, the libraries
-# are imported before any op.
-class _StartOnImport:
-    """A meta path entry that finds nothing: it starts pricing when a priced library's top module is first
-    imported, then leaves the path."""
-
-    def __init__(self, libraries: frozenset[str], pricing: PythonPricing) -> None:
-        self.libraries, self.pricing = libraries, pricing
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name.partition(".")[0] in self.libraries:
-            sys.meta_path.remove(self)
-            _start(self.pricing)
+    def compiled(ns: int) -> None:  # what the compiled step runs in its place: nothing
         return None
+
+    torch.compiler.substitute_in_graph(charge)(compiled)
+    setattr(builtins, CHARGE_NAME, charge)
+    os.register_at_fork(after_in_child=lambda: setattr(builtins, CHARGE_NAME, compiled))
+
+
+class PricedImports:
+    """A meta path entry that has the source modules of priced libraries loaded with priced code."""
+
+    def __init__(self, libraries: frozenset[str], price: Callable[[CodeType], int]) -> None:
+        self.libraries, self.price = libraries, price
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if name.partition(".")[0] not in self.libraries:
+            return None
+        spec = find_spec_after(self, name, path, target)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+            # the loader's own code, priced (the bytecode cache it writes stays the original); set on the instance,
+            # as runtime/library_probes.py sets its exec_module, so that either entry may come first
+            read_code = spec.loader.get_code
+            spec.loader.get_code = lambda fullname: priced_code(read_code(fullname), self.price)
+        return spec
+
+
+def _price_loaded(module: ModuleType, price: Callable[[CodeType], int]) -> None:
+    """Give the functions of an imported module, and of its classes, priced code."""
+    def price_function(function: object) -> None:
+        if isinstance(function, FunctionType) and function.__module__ == module.__name__:
+            function.__code__ = priced_code(function.__code__, price)
+
+    for value in list(vars(module).values()):
+        price_function(value)
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for member in vars(value).values():
+                for function in (member, getattr(member, "__func__", None), getattr(member, "fget", None),
+                                 getattr(member, "fset", None)):
+                    price_function(function)

@@ -1,13 +1,17 @@
-"""Library Python prices: the table's fallbacks (models/python_prices.py) and the shim's profile function that
-charges each priced call (csrc/python_prices.cpp Note [Pricing library Python in C])."""
+"""Library Python prices: the table's fallbacks (models/python_prices.py) and the import that gives a priced
+library's functions their charge (runtime/python_prices.py)."""
 
+import builtins
+import sys
 import threading
 
 import pytest
+import torch
 
 from phantora.models.python_prices import PythonPrices
-from phantora.runtime.native import build_shim
-from phantora.runtime.python_prices import PythonPricing, pricer, site_relative
+from phantora.runtime import library_probes, python_prices
+from phantora.runtime.compile import skip_phantora_in_dynamo
+from phantora.runtime.python_prices import CHARGE_NAME, PricedImports, pricer, site_relative
 
 PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000},
                       names={"deepspeed/runtime/zero/stage3.py:hook": 1500, "deepspeed/utils/a.py:helper": 700},
@@ -34,30 +38,96 @@ def test_files_are_named_relative_to_the_site_packages():
     assert site_relative("/work/examples/train.py") is None
 
 
-def priced(n: int) -> int:
+LIBRARY = """
+def hook(n):
+    return helper(n)
+
+def helper(n):
     return n
+"""
 
 
-def unpriced(n: int) -> int:
-    return n
+@pytest.fixture
+def charged(tmp_path, monkeypatch):
+    """A library `pricedlib` under a site-packages folder, to be imported (hook: 300 ns, helper: none); yields the
+    charges."""
+    package = tmp_path / "site-packages" / "pricedlib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(LIBRARY)
+    charges: list[int] = []
+    monkeypatch.setattr(builtins, CHARGE_NAME, charges.append, raising=False)
+    monkeypatch.syspath_prepend(str(package.parent))
+    monkeypatch.delitem(sys.modules, "pricedlib", raising=False)
+    yield charges
+    sys.modules.pop("pricedlib", None)
 
 
-def test_the_profile_function_charges_each_priced_call_on_the_threads_it_prices():
-    charged: list[int] = []
-    pricing = PythonPricing(str(build_shim()), lambda code: 300 if code is priced.__code__ else 0, charged.append)
-    try:
-        pricing.this_thread()
-        for i in range(5):
-            unpriced(priced(i))
-        assert charged == [300] * 5
-        worker = threading.Thread(target=lambda: [priced(i) for i in range(3)])
-        worker.start()
-        worker.join()
-        assert charged == [300] * 5  # a thread not priced yet
-    finally:
-        pricing.stop_this_thread()
-    priced(0)
+def priced_imports() -> PricedImports:
+    return PricedImports(frozenset({"pricedlib"}), lambda code: 300 if code.co_name == "hook" else 0)
+
+
+@pytest.fixture
+def priced_library(charged, monkeypatch):
+    """`pricedlib` imported through `PricedImports`; yields the module and the charges."""
+    monkeypatch.setattr(sys, "meta_path", [priced_imports(), *sys.meta_path])
+    import pricedlib
+    return pricedlib, charged
+
+
+@pytest.mark.parametrize("priced_first", [True, False])
+def test_the_library_probes_hook_and_the_prices_load_a_module_together(charged, monkeypatch, priced_first):
+    hooked = []
+    monkeypatch.setitem(library_probes._hooks, "pricedlib", hooked.append)
+    entries = [priced_imports(), library_probes._AfterImport()]
+    others = [entry for entry in sys.meta_path if not isinstance(entry, library_probes._AfterImport)]
+    monkeypatch.setattr(sys, "meta_path", [*(entries if priced_first else entries[::-1]), *others])
+    import pricedlib
+    pricedlib.hook(1)
+    assert hooked == [pricedlib] and charged == [300]
+
+
+def test_a_priced_library_charges_each_call_of_a_priced_function_on_any_thread(priced_library):
+    library, charged = priced_library
+    for i in range(5):
+        library.hook(i)
     assert charged == [300] * 5
+    worker = threading.Thread(target=lambda: [library.hook(i) for i in range(3)])
+    worker.start()
+    worker.join()
+    assert charged == [300] * 8
+    library.helper(0)
+    assert charged == [300] * 8
+
+
+@pytest.fixture
+def phantora_skipped_by_dynamo(monkeypatch):
+    """Dynamo's skip list as in a rank (runtime/compile.py `skip_phantora_in_dynamo`), restored after the test."""
+    from torch._dynamo import trace_rules
+
+    monkeypatch.setattr(trace_rules, "SKIP_DIRS", list(trace_rules.SKIP_DIRS))
+    skip_phantora_in_dynamo()
+    yield
+    monkeypatch.undo()
+    trace_rules._recompile_re()
+
+
+def test_compiled_code_has_no_charge_in_its_graph(priced_library, phantora_skipped_by_dynamo):
+    library, _ = priced_library
+    charged: list[int] = []
+    python_prices._install_charge(charged.append)
+
+    def step(x):
+        return library.hook(x) * 2
+
+    explained = torch._dynamo.explain(step)(torch.ones(3))
+    assert explained.graph_break_count == 0
+    compiled = torch.compile(step, backend="eager")
+    compiled(torch.ones(3))
+    compiled(torch.ones(3))
+    assert charged == []  # the compiled step runs none of the library's Python
+    library.hook(1)
+    assert charged == [300]
+    torch._dynamo.reset()
 
 
 def test_the_pricer_maps_code_objects_to_the_tables_prices():
