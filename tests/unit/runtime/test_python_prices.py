@@ -44,6 +44,14 @@ def hook(n):
 
 def helper(n):
     return n
+
+class Engine:
+    def hook(self, n):
+        return n
+
+    @staticmethod
+    def helper(n):
+        return n
 """
 
 
@@ -109,6 +117,17 @@ def phantora_skipped_by_dynamo(monkeypatch):
     yield
     monkeypatch.undo()
     trace_rules._recompile_re()
+
+
+def test_a_library_imported_before_install_is_priced_in_place(charged):
+    import pricedlib
+
+    engine = pricedlib.Engine()
+    pricedlib.hook(1), engine.hook(1)
+    assert charged == []
+    python_prices._price_loaded(pricedlib, priced_imports().price)
+    pricedlib.hook(1), engine.hook(1), engine.helper(1)
+    assert charged == [300, 300]
 
 
 def test_compiled_code_has_no_charge_in_its_graph(priced_library, phantora_skipped_by_dynamo):
