@@ -141,7 +141,8 @@ def _at_the_start(code: CodeType, call: bytes) -> tuple[bytes, bytes, bytes]:
     original = code.co_code
     at = next(unit for unit in range(len(original) // 2) if original[2 * unit] == _RESUME) + 1
     units = len(call) // 2
-    moved = {start: start + units if start >= at else start for start in _exception_boundaries(code.co_exceptiontable)}
+    moved = {start: start + units if start >= at else start
+             for start in _exception_boundaries(code.co_exceptiontable)}
     return (original[:2 * at] + call + original[2 * at:], _moved_exception_table(code.co_exceptiontable, moved),
             _location_table_with_gap(code.co_linetable, at, units))
 
@@ -206,7 +207,8 @@ def _write_exception_varint(out: bytearray, value: int, first: bool) -> None:
 
 def _exception_boundaries(table: bytes) -> set[int]:
     """Every unit the table names: starts, ends and targets."""
-    return {unit for start, length, target, _ in _read_exception_table(table) for unit in (start, start + length, target)}
+    return {unit for start, length, target, _ in _read_exception_table(table)
+            for unit in (start, start + length, target)}
 
 
 def _moved_exception_table(table: bytes, new_start: dict[int, int]) -> bytes:

@@ -101,7 +101,8 @@ def test_long_jumps_grow_their_extended_arguments(entries):
     grown = 0
     for lines in range(24, 40):  # loop bodies on both sides of a jump of 256 units
         body = "\n".join(f"        total += {i} * x" for i in range(lines))
-        source = f"def loop(n, x):\n    total = 0\n    for _ in range(n):\n        yield total\n{body}\n    return total\n"
+        source = (f"def loop(n, x):\n    total = 0\n    for _ in range(n):\n        yield total\n{body}\n"
+                  "    return total\n")
         plain: dict = {}
         exec(compile(source, "lib.py", "exec"), plain)
         module = load(source)
