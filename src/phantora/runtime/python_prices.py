@@ -111,9 +111,11 @@ class PricedImports:
 
 
 def _price_loaded(module: ModuleType, price: Callable[[CodeType], int]) -> None:
-    """Give the functions of an imported module, and of its classes, priced code."""
+    """Give the functions of an imported module, and of its classes, priced code (once: a function may be reached
+    under several names)."""
     def price_function(function: object) -> None:
-        if isinstance(function, FunctionType) and function.__module__ == module.__name__:
+        if (isinstance(function, FunctionType) and function.__module__ == module.__name__
+                and CHARGE_NAME not in function.__code__.co_names):
             function.__code__ = priced_code(function.__code__, price)
 
     for value in list(vars(module).values()):

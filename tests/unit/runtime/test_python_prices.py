@@ -52,6 +52,9 @@ class Engine:
     @staticmethod
     def helper(n):
         return n
+
+
+Engine.alias = staticmethod(hook)  # reached twice: as the module's and as the class's
 """
 
 
@@ -128,6 +131,8 @@ def test_a_library_imported_before_install_is_priced_in_place(charged):
     python_prices._price_loaded(pricedlib, priced_imports().price)
     pricedlib.hook(1), engine.hook(1), engine.helper(1)
     assert charged == [300, 300]
+    engine.alias(1)
+    assert charged == [300, 300, 300]  # priced once, though reached twice
 
 
 def test_compiled_code_has_no_charge_in_its_graph(priced_library, phantora_skipped_by_dynamo):
