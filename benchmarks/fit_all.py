@@ -4,8 +4,8 @@
 
 Order: the kernel database and the analytic compute model first (everything simulated afterwards costs its kernels
 with them), then the GEMM kernel table, the NCCL constants, the compute/communication sharing model, the host
-model's fits (the context terms, DTensor's dispatch, FSDP2's calls, the MoE's collectives, contention, the library
-Python prices), and the power model last.
+model's fits (the context terms, c10d's collective calls, DTensor's dispatch, FSDP2's calls, the MoE's collectives,
+contention, the library Python prices), and the power model last.
 Every fit writes into a copy of src/phantora/specs/<gpu>/; fit_all then shows what changed, constant by constant,
 and (without --dry-run) copies the changed files back.
 
@@ -56,6 +56,7 @@ FITS = (
     Fit("sharing", "benchmarks.collectives.fit_sharing", ("e2e/step_profiles/profiles", "e2e/timelines/llama_l1b_1gpu",
                                                            "e2e/frameworks/profiles"), simulates=True),
     Fit("host_context", "benchmarks.host.fit_context", ("host/launch_bound", "host/phases", "host/leases")),
+    Fit("host_collective_calls", "benchmarks.host.fit_collective_calls", ("host/python_profiles", "e2e/timelines")),
     Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),

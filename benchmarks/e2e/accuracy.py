@@ -66,7 +66,7 @@ def skip_reason(config: dict, have_torchrun: bool) -> str | None:
 GPU = "h200"
 """The GPU the fitting set's configurations ran on and are simulated on; each row names it (split.toml lists a
 configuration per GPU: llama_l1b_ac_1gpu is also the H100's)."""
-GROUND_TRUTH_HOSTS = ["--host-contention", "h200-vm"]
+GROUND_TRUTH_HOSTS = ("--host-contention", "h200-vm")
 """The hosts the ground truth ran on: the lent H200 VMs, whose CPUs are contended (models/host_contention.py)."""
 
 

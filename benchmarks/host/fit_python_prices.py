@@ -9,7 +9,9 @@ with its JSON: the optimizer steps profiled, cProfile's own cost per call (a cal
 a host-speed probe after each profiled step (a fixed pure-Python loop). For each function of a priced library:
 
 1. its own time less cProfile's own cost. That cost was calibrated before the steps, on a host whose speed then
-   (the calibration's plain loop) may differ from the steps' (their probes): it is brought to the steps' speed;
+   (the calibration's plain loop) may differ from the steps' (their probes): it is brought to the steps' speed, and
+   to what a call costs in situ, where it is several times the calibration's (`in_situ_ratio`: the runs profiled
+   every other step, `<name>.alternate.*`);
 2. plus the Python it runs that the host model has no term for: the own time of the torch and standard-library
    functions it calls, and of their callees in turn (not ops, waits or module calls, which the model charges),
    shared out among their callers in proportion to the time each call took (cProfile keeps one level of callers);
@@ -37,7 +39,8 @@ from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.frameworks.accuracy import error_pct, simulate
 from benchmarks.host.fit_contention import THRESHOLD_US, timelines
-from benchmarks.host.summarize_python_profiles import Function, Profile, library_of, portable, step_ms
+from benchmarks.host.summarize_python_profiles import (Function, Profile, in_situ_ratio, is_c10d_call, library_of,
+                                                      portable, step_ms)
 
 DATA = data_dir("h200", "host", "python_profiles")
 CONFIGS = BENCHMARKS / "host" / "python_profiles.json"
@@ -51,7 +54,8 @@ MODULE_CALL = "forward"
 TORCH_CHARGED_APART = ("torch/nn/modules/module.py", "torch/optim/", "torch/utils/data/", "torch/nn/utils/clip_grad.py",
                        "torch/distributed/fsdp/", "torch/distributed/tensor/")
 """torch's Python that the host model charges itself (module calls, optimizers, the DataLoader, clipping, FSDP2,
-DTensor): no part of it is added to the library function that calls it."""
+DTensor; and c10d's collective calls, `is_c10d_call`): no part of it is added to the library function that calls
+it."""
 WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep", "select", "poll")
 """C functions that wait (for the GPU, a lock, another process): the model times waits itself."""
 
@@ -96,7 +100,7 @@ def charged_by_model(function: Function) -> bool:
     if library_of(function) == "builtin":
         name = function[2]
         return "torch" in name or any(w in name for w in WAITS)
-    return any(part in function[0] for part in TORCH_CHARGED_APART)
+    return any(part in function[0] for part in TORCH_CHARGED_APART) or is_c10d_call(function)
 
 
 def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
@@ -133,10 +137,10 @@ def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
             if not priced_library(f) and library_of(f) in UNPRICED and not charged_by_model(f)}
 
 
-def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: float,
+def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: float, in_situ: float,
                inclusive: bool) -> dict[Function, tuple[float, float]]:
     """priced function -> (calls per step, ns per call at the constants' host) of one rank's profile."""
-    own = own_ns_per_step(run, overhead_scale(run, probe_unc_us, loop_unc_ns))
+    own = own_ns_per_step(run, in_situ * overhead_scale(run, probe_unc_us, loop_unc_ns))
     ns = {f: own[f][1] for f in own if priced_library(f)}
     if inclusive:
         for helper, shares in helper_shares(run.stats).items():
@@ -146,13 +150,13 @@ def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: 
     return {f: (own[f][0], ns[f] * to_reference / own[f][0]) for f in ns if own[f][0] > 0}
 
 
-def fit(runs: list[Profile], specs: Path, inclusive: bool = True) -> dict:
+def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True) -> dict:
     probe_unc_us, slowdown = uncontended_probe_us(), mean_host_slowdown(specs)
     loop_unc_ns = uncontended_loop_ns(runs, probe_unc_us)
     per_function: dict[Function, list[float]] = defaultdict(list)
     calls_per_step: dict[Function, float] = defaultdict(float)
     for run in runs:
-        for function, (calls, ns) in run_prices(run, probe_unc_us, loop_unc_ns, slowdown, inclusive).items():
+        for function, (calls, ns) in run_prices(run, probe_unc_us, loop_unc_ns, slowdown, in_situ, inclusive).items():
             key = portable(function)
             per_function[key].append(ns)
             calls_per_step[key] += calls
@@ -183,14 +187,39 @@ def versions(data: Path) -> dict[str, str]:
 def simulate_profiled(data: Path, names: list[str]) -> None:
     """Each profiled program (all if `names` is empty) under Phantora with the shipped prices, as the framework
     benchmark runs its rows (`--host-contention h200-vm`), against its plain run's step time."""
-    for config in json.loads(CONFIGS.read_text())["configs"]:
-        if names and config["name"] not in names:
-            continue
-        row = {**config, "args": [*config["args"], config["steps_flag"], str(SIMULATED_STEPS)]}
+    for config in selected(names):
         measured_ms = step_ms(data / f"{config['name']}.log")
-        predicted_ms = simulate(row, "h200")["step_s"] * 1e3
+        predicted_ms = simulate(simulated(config), "h200")["step_s"] * 1e3
         print(f"{config['name']:32s} measured {measured_ms:7.1f} ms  simulated {predicted_ms:7.1f} ms "
               f"({error_pct(predicted_ms, measured_ms):+.1f} %)", flush=True)
+
+
+def simulate_at_probed_speed(data: Path, names: list[str]) -> None:
+    """Each program profiled every other step (`<name>.alternate.*`) under Phantora at the host speed its probes
+    measured (`--host-contention none --host-time-scale` the ranks' mean probe over the uncontended one), against
+    the median of rank 0's unprofiled steps: a host-bound step compared at the speed it ran at, which a plain run,
+    without probes, cannot give."""
+    probe_unc_us = uncontended_probe_us()
+    for config in selected(names):
+        records = [json.loads(p.read_text()) for p in sorted(data.glob(f"{config['name']}.alternate.rank*.json"))]
+        if not records:
+            continue
+        probe_us = statistics.fmean(p for r in records for p in r["python_loop_probe_us"])
+        # rank 0's steps, optimizer step to optimizer step, the probe left out, as the benchmark reads rank 0
+        measured_ms = 1e3 * statistics.median(s for profiled, s in records[0]["step_host_s"] if not profiled)
+        scale = probe_us / probe_unc_us
+        hosts = ("--host-contention", "none", "--host-time-scale", f"{scale:.3f}")
+        predicted_ms = simulate(simulated(config), "h200", hosts)["step_s"] * 1e3
+        print(f"{config['name']:32s} host {scale:.2f}x uncontended  measured {measured_ms:7.1f} ms  simulated "
+              f"{predicted_ms:7.1f} ms ({error_pct(predicted_ms, measured_ms):+.1f} %)", flush=True)
+
+
+def selected(names: list[str]) -> list[dict]:
+    return [c for c in json.loads(CONFIGS.read_text())["configs"] if not names or c["name"] in names]
+
+
+def simulated(config: dict) -> dict:
+    return {**config, "args": [*config["args"], config["steps_flag"], str(SIMULATED_STEPS)]}
 
 
 def main() -> None:
@@ -198,18 +227,27 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
     p.add_argument("--own-only", action="store_true", help="price a function's own time alone (no helpers)")
+    p.add_argument("--calibrated-only", action="store_true",
+                   help="take off cProfile's calibrated cost alone, not its cost in situ")
     p.add_argument("--dry-run", action="store_true", help="print, write nothing")
     p.add_argument("--simulate", nargs="*", metavar="NAME", help="simulate the profiled programs instead of fitting")
+    p.add_argument("--simulate-probed", nargs="*", metavar="NAME",
+                   help="simulate the programs profiled every other step at their probed host speed")
     a = p.parse_args()
     if a.simulate is not None:
         simulate_profiled(a.data, a.simulate)
         return
+    if a.simulate_probed is not None:
+        simulate_at_probed_speed(a.data, a.simulate_probed)
+        return
     runs = [Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))]
     if unprobed := [r.name for r in runs if r.probe_us is None]:
         p.error(f"profiles without host-speed probes (taken before the probes were): {', '.join(unprobed)}")
-    prices = fit(runs, a.specs, inclusive=not a.own_only)
+    in_situ = 1.0 if a.calibrated_only else in_situ_ratio(a.data)
+    prices = fit(runs, a.specs, in_situ, inclusive=not a.own_only)
     prices["versions"] = versions(a.data)
-    print(f"{len(prices['functions'])} functions of {len(runs)} profiles; per library, ns per call: "
+    print(f"cProfile's cost per call: {in_situ:.2f}x its calibration; "
+          f"{len(prices['functions'])} functions of {len(runs)} profiles; per library, ns per call: "
           + ", ".join(f"{k} {v}" for k, v in prices["libraries"].items()))
     if a.dry_run:
         return

@@ -16,6 +16,8 @@
 #   fsdp                     FSDP2's calls in micro-steps that keep their gradients, 1.5B llama on 2 GPUs
 #   moe                      a MoE layer's calls one by one on 2+ GPUs (measure_moe.py)
 #   all_to_all               an all-to-all's host cost at each API layer, even and uneven, on 4 and 2 ranks
+#   collective_calls         one c10d collective call's host cost, tight and in situ, on every GPU of the machine
+#                            (measure_collective_calls.py)
 #   marks                    what a timeline mark costs in a tight loop (measure_marks.py)
 #   first_launch TIMELINE    moe_ep4's expert row counts replayed in fresh processes, ranks 0-3 (TIMELINE: a moe_ep4
 #                            layer timeline with expert_rows notes, data/$GPU/e2e/timelines/runs/<lease>/moe_ep4)
@@ -72,6 +74,12 @@ case $what in
       mv "$dir/w$w/a2a_host.json" "$dir/a2a_host_w$w.json" && rmdir "$dir/w$w"
     done
     meta "$dir" benchmarks/host/measure_all_to_all.py "(4 and 2 ranks)" ;;
+  collective_calls)
+    dir=$(leaf host collective_calls)
+    w=$(nvidia-smi -L | wc -l)
+    OUT=$dir python3 -m torch.distributed.run --standalone --nproc_per_node=$w -m benchmarks.host.measure_collective_calls \
+        2>&1 | grep -v -i "warn\|USDT" | tee "$dir/log.txt"
+    meta "$dir" benchmarks/host/measure_collective_calls.py "($w ranks)" ;;
   marks)
     dir=$(leaf host marks/event_record)
     python3 -m benchmarks.host.measure_marks > "$dir/event_record.jsonl"

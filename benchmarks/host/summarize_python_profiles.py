@@ -39,6 +39,24 @@ Function = tuple[str, int, str]
 """cProfile's key of a function: (file, first line, name)."""
 
 
+C10D_API = frozenset({"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "all_to_all_single",
+                      "all_gather", "reduce_scatter", "reduce", "gather", "scatter", "all_to_all", "send", "recv",
+                      "isend", "irecv"})
+"""The c10d API functions that issue one collective or point-to-point call (barrier waits; it is not one)."""
+C10D_LOGGER = "torch/distributed/c10d_logger.py"
+"""The decorators' wrappers around the c10d API."""
+
+
+def is_c10d_api(function: Function) -> bool:
+    return function[0].endswith("torch/distributed/distributed_c10d.py") and function[2] in C10D_API
+
+
+def is_c10d_call(function: Function) -> bool:
+    """A c10d collective call's Python: the API function or the wrapper its decorators put around it (the host
+    model's `collective_ns` charges the whole call)."""
+    return is_c10d_api(function) or function[0].endswith(C10D_LOGGER)
+
+
 def library_of(function: Function) -> str:
     """The top-level package a function's file belongs to: a site package, `examples`, `stdlib`, or `builtin` (C)."""
     path = function[0]
@@ -160,19 +178,54 @@ def report(data: Path, top: int) -> dict:
     return table
 
 
-def in_situ(data: Path) -> None:
-    """What profiling cost per call in the alternating runs, against the calibrated cost."""
+@dataclass(frozen=True)
+class InSitu:
+    """What profiling cost per call in one alternating run, measured and calibrated, in ns."""
+
+    name: str
+    plain_step_ms: float
+    profiled_step_ms: float
+    calls_per_step: float
+    measured_ns: float
+    calibrated_ns: float
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_ns / self.calibrated_ns
+
+
+def in_situ_costs(data: Path) -> list[InSitu]:
+    """Per alternating run and rank: the median host time of a profiled step less an unprofiled one's, per call the
+    profiled steps made, against the calibration's cost per call (received and made)."""
+    found = []
     for path in sorted(data.glob("*.alternate.rank*.pstats")):
         record = json.loads(path.with_suffix(".json").read_text())
-        profiled = [s for was_profiled, s in record["step_host_s"] if was_profiled]
-        plain = [s for was_profiled, s in record["step_host_s"] if not was_profiled]
+        profiled = statistics.median(s for was_profiled, s in record["step_host_s"] if was_profiled)
+        plain = statistics.median(s for was_profiled, s in record["step_host_s"] if not was_profiled)
         calls = sum(row[1] for row in pstats.Stats(str(path)).stats.values()) / record["profiled_steps"]
         overhead = Overhead.from_calibration(record["calibration"])
-        cost_ns = (statistics.median(profiled) - statistics.median(plain)) * 1e9 / calls
-        calibrated_ns = overhead.callee_ns + overhead.caller_ns
-        print(f"{path.name:48s} step {statistics.median(plain) * 1e3:6.1f} ms, profiled "
-              f"{statistics.median(profiled) * 1e3:6.1f}; {calls:7.0f} calls: {cost_ns:5.0f} ns a call in situ, "
-              f"{calibrated_ns:4.0f} calibrated ({cost_ns / calibrated_ns:.1f}x)")
+        found.append(InSitu(path.name.removesuffix(".pstats"), plain * 1e3, profiled * 1e3, calls,
+                            (profiled - plain) * 1e9 / calls, overhead.callee_ns + overhead.caller_ns))
+    return found
+
+
+def in_situ_ratio(data: Path) -> float:
+    """cProfile's cost per call in situ over its calibrated cost: the median over the alternating runs. An empty
+    function called in a tight loop keeps cProfile's tables and the interpreter's caches warm; a framework's step
+    does not."""
+    costs = in_situ_costs(data)
+    if not costs:
+        raise FileNotFoundError(f"no alternating runs (<name>.alternate.rank<R>.pstats) in {data}")
+    return statistics.median(c.ratio for c in costs)
+
+
+def in_situ(data: Path) -> None:
+    """What profiling cost per call in the alternating runs, against the calibrated cost."""
+    for c in in_situ_costs(data):
+        print(f"{c.name:48s} step {c.plain_step_ms:6.1f} ms, profiled {c.profiled_step_ms:6.1f}; "
+              f"{c.calls_per_step:7.0f} calls: {c.measured_ns:5.0f} ns a call in situ, "
+              f"{c.calibrated_ns:4.0f} calibrated ({c.ratio:.1f}x)")
+    print(f"median {in_situ_ratio(data):.2f}x")
 
 
 def main() -> None:

@@ -38,3 +38,36 @@ def test_helpers_join_the_price_of_the_priced_functions_that_run_them():
     assert shares[HELPER] == {HOOK: 0.6}  # the forward's and torch's module call's share belong to no price
     assert shares[ISINSTANCE] == {HOOK: 0.6}  # a C helper the helper calls, in turn
     assert OP not in shares and CHARGED not in shares  # ops and torch's module calls are the model's
+
+
+C10D = SITE + "torch/distributed/distributed_c10d.py"
+WRAPPER = (SITE + "torch/distributed/c10d_logger.py", 80, "wrapper")
+ALL_REDUCE = (C10D, 2800, "all_reduce")
+CHECK = (C10D, 900, "_check_single_tensor")
+GET_RANK = (C10D, 2300, "get_rank")
+PG_ALLREDUCE = ("~", 0, "<method 'allreduce' of 'torch._C._distributed_c10d.ProcessGroup' objects>")
+
+C10D_STATS = {
+    HOOK: (1, 1, 1.0, 9.0, {}),
+    WRAPPER: (2, 2, 0.5, 6.0, {HOOK: (2, 2, 0.5, 6.0)}),
+    ALL_REDUCE: (2, 2, 1.0, 5.5, {WRAPPER: (2, 2, 1.0, 5.5)}),
+    CHECK: (2, 2, 0.5, 0.5, {ALL_REDUCE: (2, 2, 0.5, 0.5)}),
+    PG_ALLREDUCE: (2, 2, 4.0, 4.0, {ALL_REDUCE: (2, 2, 4.0, 4.0)}),
+    GET_RANK: (1, 1, 0.25, 0.25, {HOOK: (1, 1, 0.25, 0.25)}),
+}
+
+
+def test_a_c10d_calls_python_is_collective_ns_and_not_its_callers_price():
+    shares = fit.helper_shares(C10D_STATS)
+    for c10d_call in (WRAPPER, ALL_REDUCE, CHECK):
+        assert not shares.get(c10d_call)  # collective_ns charges the whole call
+    assert shares[GET_RANK] == {HOOK: 1.0}  # c10d's other Python stays in its caller's price
+
+
+def test_cprofiles_cost_in_situ_comes_off_the_prices():
+    from benchmarks.host.summarize_python_profiles import Overhead, Profile
+
+    profile = Profile("p", {HOOK: (1000, 1000, 0.010, 0.010, {})}, 1, Overhead(callee_ns=100.0, caller_ns=0.0),
+                      calibration_loop_ns=25.0, probe_us=5000.0)
+    prices = [fit.run_prices(profile, 5000.0, 25.0, 1.0, in_situ, inclusive=False)[HOOK][1] for in_situ in (1.0, 3.0)]
+    assert prices == [9900.0, 9700.0]  # 10 µs a call, less 100 ns calibrated, or three times that in situ

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common.paths import BENCHMARKS, DATA, REPO
@@ -64,8 +65,8 @@ def parse_result(log: str, config: dict) -> dict | None:
             "reserved_gib": float(reserved) if reserved else float("nan")}
 
 
-def phantora_command(config: dict, gpu: str, out: str) -> list[str]:
-    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out, *GROUND_TRUTH_HOSTS]
+def phantora_command(config: dict, gpu: str, out: str, hosts: Sequence[str] = GROUND_TRUTH_HOSTS) -> list[str]:
+    head = [*PHANTORA, "run" if config["world"] == 1 else "torchrun", "--gpu", gpu, "--out", out, *hosts]
     target = ["-m", config["script"]] if config.get("module") else [config["script"]]
     if config["world"] == 1:
         return [*head, "--", "python", *target, *config["args"]]
@@ -80,11 +81,12 @@ def prepare(config: dict) -> None:
                        check=True, capture_output=True)
 
 
-def simulate(config: dict, gpu: str) -> dict:
+def simulate(config: dict, gpu: str, hosts: Sequence[str] = GROUND_TRUTH_HOSTS) -> dict:
+    """The configuration under Phantora; `hosts`: the host options (by default the ground truth's contended hosts)."""
     prepare(config)
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
-        done = subprocess.run(phantora_command(config, gpu, out), capture_output=True, text=True, cwd=REPO,
+        done = subprocess.run(phantora_command(config, gpu, out, hosts), capture_output=True, text=True, cwd=REPO,
                               env={**os.environ, **config.get("env", {})})
         wall = time.monotonic() - started
         result = parse_result(done.stdout, config)

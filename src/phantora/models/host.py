@@ -143,9 +143,11 @@ class HostConstants:
     accumulating_call_ns: Mapping[str, int]
     """... of those that take a lighter path in a backward that keeps its gradients (gradient accumulation with
     FSDP2's `set_requires_gradient_sync(False)`: post_backward only accumulates and reshards), that path's."""
-    collective_ns: int = 15000
-    """Host side of one c10d NCCL call (ProcessGroupNCCL: work object, stream sync events, ncclGroup launch):
-    an estimate, not measured."""
+    collective_ns: int = 89542
+    """Host side of one c10d collective or point-to-point call, from Python (c10d's API and its decorators) down
+    through ProcessGroupNCCL (work object, stream sync events) to NCCL's launch: what such a call took in situ in
+    framework programs' steady steps, cProfile's own cost taken off (benchmarks/host/fit_collective_calls.py). In a
+    tight loop the same call takes about a third of it (data/h200/host/collective_calls/)."""
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured; it keeps
     polling loops (`while not e.query()`) advancing in simulated time."""
