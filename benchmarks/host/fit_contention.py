@@ -54,6 +54,13 @@ def timelines() -> list[tuple[str, str, dict]]:
     return found
 
 
+def uncontended_probe_us() -> float:
+    """The probe's median time on the uncontended H200 hosts, over every timeline's probes."""
+    probes = [s["python_loop_us"] for _, _, data in timelines() for s in data.get("sched") or []
+              if "python_loop_us" in s]
+    return statistics.median(p for p in probes if p < THRESHOLD_US)
+
+
 def forward_host_ms(step: list) -> float | None:
     """Host time from the first layer's forward start to the last layer's forward end."""
     marks = {label: host for label, host, _ in step}

@@ -38,7 +38,8 @@ from pathlib import Path
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.frameworks.accuracy import error_pct, simulate
-from benchmarks.host.fit_contention import THRESHOLD_US, timelines
+from benchmarks.e2e.frameworks.probed import at_host_scale, host_scale
+from benchmarks.host.fit_contention import THRESHOLD_US, uncontended_probe_us
 from benchmarks.host.summarize_python_profiles import (Function, Profile, in_situ_ratio, is_c10d_call, library_of,
                                                       portable, step_ms)
 
@@ -62,13 +63,6 @@ WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep
 
 def priced_library(function: Function) -> bool:
     return library_of(function) not in UNPRICED and function[2] != MODULE_CALL
-
-
-def uncontended_probe_us() -> float:
-    """The probe's median time on the uncontended H200 hosts, over every timeline's probes (fit_contention.py)."""
-    probes = [s["python_loop_us"] for _, _, data in timelines() for s in data.get("sched") or []
-              if "python_loop_us" in s]
-    return statistics.median(p for p in probes if p < THRESHOLD_US)
 
 
 def mean_host_slowdown(specs: Path) -> float:
@@ -196,20 +190,16 @@ def simulate_profiled(data: Path, names: list[str]) -> None:
 
 def simulate_at_probed_speed(data: Path, names: list[str]) -> None:
     """Each program profiled every other step (`<name>.alternate.*`) under Phantora at the host speed its probes
-    measured (`--host-contention none --host-time-scale` the ranks' mean probe over the uncontended one), against
-    the median of rank 0's unprofiled steps: a host-bound step compared at the speed it ran at, which a plain run,
-    without probes, cannot give."""
-    probe_unc_us = uncontended_probe_us()
+    measured, against the median of rank 0's unprofiled steps: a host-bound step compared at the speed it ran at,
+    which a plain run, without probes, cannot give (benchmarks/e2e/frameworks/probed.py)."""
     for config in selected(names):
         records = [json.loads(p.read_text()) for p in sorted(data.glob(f"{config['name']}.alternate.rank*.json"))]
         if not records:
             continue
-        probe_us = statistics.fmean(p for r in records for p in r["python_loop_probe_us"])
         # rank 0's steps, optimizer step to optimizer step, the probe left out, as the benchmark reads rank 0
         measured_ms = 1e3 * statistics.median(s for profiled, s in records[0]["step_host_s"] if not profiled)
-        scale = probe_us / probe_unc_us
-        hosts = ("--host-contention", "none", "--host-time-scale", f"{scale:.3f}")
-        predicted_ms = simulate(simulated(config), "h200", hosts)["step_s"] * 1e3
+        scale = host_scale([r["python_loop_probe_us"] for r in records])
+        predicted_ms = simulate(simulated(config), "h200", at_host_scale(scale))["step_s"] * 1e3
         print(f"{config['name']:32s} host {scale:.2f}x uncontended  measured {measured_ms:7.1f} ms  simulated "
               f"{predicted_ms:7.1f} ms ({error_pct(predicted_ms, measured_ms):+.1f} %)", flush=True)
 

@@ -5,28 +5,35 @@
 # the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md). A configuration with "wheels": "torchtitan"
 # runs with .whl/torchtitan/ installed into /tmp/tt_site ahead of everything else on its PYTHONPATH (TorchTitan pins
 # older huggingface-hub/datasets than transformers wants), and with TorchTitan's synthetic c4 in /tmp/c4_synthetic.
-#     [OUT=DIR] [BUNDLE=FILE.tar.gz] [TIMEOUT_S=150] bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
+# With PROBE_STEPS=1 each program (not TorchTitan's, a module) runs under benchmarks/host/probe_steps.py, a host-speed
+# probe after every optimizer step, into $OUT/<name>.probed.log and $OUT/<name>.probed.rank<R>.json (copy them to
+# data/<gpu>/e2e/frameworks/probed/: the host-bound rows compared at the host speed they ran at).
+#     [OUT=DIR] [BUNDLE=FILE.tar.gz] [TIMEOUT_S=150] [PROBE_STEPS=1] bash benchmarks/e2e/frameworks/groundtruth.sh [NAME ...]
 set -u
 out=${OUT:-/tmp/frameworks-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/gpus.csv"
 python3 -c "import torch, transformers, accelerate, lightning, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__, 'lightning', lightning.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" 2>/dev/null > "$out/versions.txt"
-python3 - "$@" <<'PY' | while IFS=$'\t' read -r name command; do
+python3 - "$out" "$@" <<'PY' | while IFS=$'\t' read -r name command; do
 import json, os, shlex, sys
-only = set(sys.argv[1:])
+out, only = sys.argv[1], set(sys.argv[2:])
+probed = os.environ.get("PROBE_STEPS") == "1"
 for c in json.load(open("benchmarks/e2e/frameworks/configs.json"))["configs"]:
-    if only and c["name"] not in only:
+    if only and c["name"] not in only or probed and c.get("module"):
         continue
     # one process on a machine of several GPUs sees one (the HF Trainer would take every visible GPU: DataParallel)
     launch = (["env", "CUDA_VISIBLE_DEVICES=0", "python3"] if c["world"] == 1
               else ["torchrun", "--standalone", "--nproc-per-node", str(c["world"])])
     target = ["-m", c["script"]] if c.get("module") else [c["script"]]
+    if probed:
+        target = ["-m", "benchmarks.host.probe_steps", f"{out}/{c['name']}.probed", c["script"]]
     env = dict(c.get("env", {}))
     if c.get("wheels") == "torchtitan":
         env["PYTHONPATH"] = "/tmp/tt_site:" + os.environ.get("PYTHONPATH", "")
     words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    print(c["name"], f"env {words} {shlex.join(launch + target + c['args'])}", sep="\t")
+    print(c["name"] + (".probed" if probed else ""), f"env {words} {shlex.join(launch + target + c['args'])}",
+          sep="\t")
 PY
     if [[ $command == *tt_site* && ! -d /tmp/tt_site ]]; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tt_site .whl/torchtitan/*.whl < /dev/null
