@@ -1,0 +1,40 @@
+"""Framework programs run with a host-speed probe each step (benchmarks/host/probe_steps.py), and what the probed
+comparison reads from them (benchmarks/e2e/frameworks/probed.py)."""
+
+import json
+import subprocess
+import sys
+
+from benchmarks.common.paths import REPO
+from benchmarks.e2e.frameworks import probed
+
+PROGRAM = """
+import time, torch
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    model(torch.ones(2, 4)).sum().backward()
+    time.sleep(0.02 * step)  # the program's own host time grows step by step
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_each_steps_host_time_leaves_the_probe_out(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(PROGRAM)
+    subprocess.run([sys.executable, "-m", "benchmarks.host.probe_steps", str(tmp_path / "run"), str(script)],
+                   cwd=REPO, check=True, timeout=120)
+    record = json.loads((tmp_path / "run.rank0.json").read_text())
+    assert record["optimizer_steps"] == 5 and len(record["python_loop_probe_us"]) == 5
+    steps = record["step_host_s"]  # from the first optimizer step on: four steps, 20-80 ms of sleep each
+    assert len(steps) == 4
+    probe_s = min(record["python_loop_probe_us"]) / 1e6
+    for step, seconds in enumerate(steps, start=1):
+        assert 0.02 * step <= seconds < 0.02 * step + probe_s  # the probe would push it past
+
+
+def test_the_host_scale_is_the_slowest_ranks(monkeypatch):
+    monkeypatch.setattr(probed, "uncontended_probe_us", lambda: 5000.0)
+    assert probed.host_scale([[5000, 5500, 6000], [9000, 10000, 11000]]) == 2.0
+    assert probed.at_host_scale(2.0) == ("--host-contention", "none", "--host-time-scale", "2.000")
