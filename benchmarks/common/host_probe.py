@@ -15,9 +15,19 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 from benchmarks.workloads import timeline  # the probes live there, so both measure the same work
+
+
+def probe_apart(label: str) -> dict:
+    """The probe in a process of its own (as `python -m benchmarks.common.host_probe`), from a measuring program
+    that keeps its GPUs and threads busy: its JSON, or {} where it failed."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-m", "benchmarks.common.host_probe", "--label", label],
+                          capture_output=True, text=True, cwd=repo)
+    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else {}
 
 
 def main() -> None:

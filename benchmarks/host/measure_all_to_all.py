@@ -13,13 +13,13 @@ Rank 0 writes $OUT/a2a_host.json: {case: {"host_us": median over repeats, "repea
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
+
+from benchmarks.common.host_probe import probe_apart
 
 N = int(os.environ.get("PH_QUICK_N", "500"))
 
@@ -52,13 +52,6 @@ def per_call_us(fn, n: int, repeats: int = 5) -> list[float]:
     return out
 
 
-def probe() -> dict:
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-m", "benchmarks.common.host_probe", "--label", "a2a"],
-                          capture_output=True, text=True, cwd=repo)
-    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else {}
-
-
 def main() -> None:
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -83,14 +76,14 @@ def main() -> None:
         "view_as": lambda i: xg.view_as(xg),
         "function_apply_identity": lambda i: _Identity.apply(xg),
     }
-    results = {"world": world, "torch": torch.__version__, "probe_before": probe() if rank == 0 else {}}
+    results = {"world": world, "torch": torch.__version__, "probe_before": probe_apart("a2a") if rank == 0 else {}}
     for name, fn in cases.items():
         reps = per_call_us(fn, N)
         results[name] = {"host_us": statistics.median(reps), "repeats": [round(r, 2) for r in reps]}
         if rank == 0:
             print(f"{name:26s} {statistics.median(reps):8.1f} us  {[round(r, 1) for r in reps]}", flush=True)
     if rank == 0:
-        results["probe_after"] = probe()
+        results["probe_after"] = probe_apart("a2a")
         out_dir = os.environ.get("OUT", ".")
         with open(os.path.join(out_dir, "a2a_host.json"), "w") as f:
             json.dump(results, f, indent=1)

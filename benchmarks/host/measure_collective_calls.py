@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Callable
 
 import torch
 import torch.distributed as dist
+
+from benchmarks.common.host_probe import probe_apart
 
 N = int(os.environ.get("PH_QUICK_N", "200"))
 REPEATS = 5
@@ -121,13 +121,6 @@ def cases(rank: int, world: int, numel: int) -> dict[str, Callable[[], object]]:
     return found
 
 
-def probe() -> dict:
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-m", "benchmarks.common.host_probe", "--label", "collective_calls"],
-                          capture_output=True, text=True, cwd=repo)
-    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else {}
-
-
 def main() -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
@@ -137,7 +130,7 @@ def main() -> None:
     filler_alone = per_call_us(lambda: _walk(head), None)
     results: dict = {"world": world, "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                      "n": N, "filler_objects": FILLER_OBJECTS, "filler_us": statistics.median(filler_alone),
-                     "probe_before": probe() if rank == 0 else {}, "cases": {}}
+                     "probe_before": probe_apart("collective_calls") if rank == 0 else {}, "cases": {}}
     for size_name, nbytes in SIZES.items():
         for name, call in cases(rank, world, nbytes // 2).items():
             for mode, filler in (("tight", None), ("in_situ", lambda: _walk(head))):
@@ -147,7 +140,7 @@ def main() -> None:
                 if rank == 0:
                     print(f"{key:44s} {statistics.median(reps):8.1f} us  {[round(r, 1) for r in reps]}", flush=True)
     if rank == 0:
-        results["probe_after"] = probe()
+        results["probe_after"] = probe_apart("collective_calls")
         with open(os.path.join(os.environ.get("OUT", "."), "collective_calls.json"), "w") as f:
             json.dump(results, f, indent=1)
     dist.destroy_process_group()

@@ -20,6 +20,13 @@ import sys
 import time
 
 
+def run_as_main(script: str, args: list[str]) -> None:
+    """Run a training script as `python SCRIPT ARGS` would, in this process."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+
+
 def main() -> None:
     out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -39,10 +46,8 @@ def main() -> None:
         last[0] = time.perf_counter()
 
     register_optimizer_step_post_hook(after_step)
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        run_as_main(script, args)
     finally:
         with open(f"{out}.rank{rank}.json", "w") as f:
             json.dump({"optimizer_steps": len(probes), "step_host_s": step_host_s, "python_loop_probe_us": probes}, f)

@@ -27,7 +27,6 @@ import cProfile
 import json
 import os
 import pstats
-import runpy
 import sys
 import time
 
@@ -73,6 +72,7 @@ def main() -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from benchmarks.host.probe_steps import run_as_main
     from benchmarks.workloads.timeline import python_loop_probe_us
 
     torch.autograd.set_multithreading_enabled(False)
@@ -100,10 +100,8 @@ def main() -> None:
         last[0] = time.perf_counter()
 
     register_optimizer_step_post_hook(count_step)
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        run_as_main(script, args)
     finally:
         profile.disable()
         profile.dump_stats(f"{out}.rank{rank}.pstats")
