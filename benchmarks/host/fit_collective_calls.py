@@ -26,8 +26,10 @@ from pathlib import Path
 
 from benchmarks.common.fitted import update_fitted
 from benchmarks.common.paths import SPECS, relative
-from benchmarks.host.fit_python_prices import DATA, mean_host_slowdown, uncontended_probe_us
+from benchmarks.host.fit_contention import uncontended_probe_us
+from benchmarks.host.fit_python_prices import DATA, mean_host_slowdown
 from benchmarks.host.summarize_python_profiles import C10D_LOGGER, Function, Profile, in_situ_ratio, is_c10d_api
+
 
 def calls_under(stats: dict) -> dict[Function, float]:
     """Per function, the profiled calls its one call makes, directly and below (callee edges over its calls; a

@@ -20,6 +20,7 @@ host_contention.json (the hosts the H200's host constants were measured on; `--h
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -54,8 +55,10 @@ def timelines() -> list[tuple[str, str, dict]]:
     return found
 
 
+@functools.cache
 def uncontended_probe_us() -> float:
-    """The probe's median time on the uncontended H200 hosts, over every timeline's probes."""
+    """The probe's median time on the uncontended H200 hosts, over every timeline's probes (read once: every
+    probed comparison and fit asks for it)."""
     probes = [s["python_loop_us"] for _, _, data in timelines() for s in data.get("sched") or []
               if "python_loop_us" in s]
     return statistics.median(p for p in probes if p < THRESHOLD_US)
