@@ -18,6 +18,8 @@
 #   all_to_all               an all-to-all's host cost at each API layer, even and uneven, on 4 and 2 ranks
 #   collective_calls         one c10d collective call's host cost, tight and in situ, on every GPU of the machine
 #                            (measure_collective_calls.py)
+#   cpu_tensor_ops           host time of tensor ops on CPU tensors (collate, masks, pin_memory) by the bytes they
+#                            move, 1 thread and the default (measure_cpu_tensor_ops.py)
 #   marks                    what a timeline mark costs in a tight loop (measure_marks.py)
 #   first_launch TIMELINE    moe_ep4's expert row counts replayed in fresh processes, ranks 0-3 (TIMELINE: a moe_ep4
 #                            layer timeline with expert_rows notes, data/$GPU/e2e/timelines/runs/<lease>/moe_ep4)
@@ -80,6 +82,11 @@ case $what in
     OUT=$dir python3 -m torch.distributed.run --standalone --nproc_per_node=$w -m benchmarks.host.measure_collective_calls \
         2>&1 | grep -v -i "warn\|USDT" | tee "$dir/log.txt"
     meta "$dir" benchmarks/host/measure_collective_calls.py "($w ranks)" ;;
+  cpu_tensor_ops)
+    dir=$(leaf host cpu_tensor_ops)
+    OUT=$dir python3 -m benchmarks.host.measure_cpu_tensor_ops 2>&1 | grep -v USDT | tee "$dir/log.txt"
+    { nproc; lscpu; } > "$dir/cpu.txt"
+    meta "$dir" benchmarks/host/measure_cpu_tensor_ops.py ;;
   marks)
     dir=$(leaf host marks/event_record)
     python3 -m benchmarks.host.measure_marks > "$dir/event_record.jsonl"

@@ -32,6 +32,23 @@ def test_module_optimizer_clip_loader_and_backward_costs(phantora):
     assert took["custom_backward"] == seed + custom
 
 
+def test_tensor_ops_on_the_host_cost_the_bytes_they_move(phantora):
+    """models/host.py Note [Tensor ops on the host]: real and fake CPU tensors alike; a view moves nothing."""
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("HOST")
+    mask, tokens = 2048 * 2048, 16 * 2048 * 8
+
+    def moved(nbytes: int) -> int:
+        return round(nbytes / C.cpu_bytes_per_s * 1e9)
+
+    # the clone (read, write) then the stack (two reads, one write of twice the size)
+    assert took["stack_masks"] == moved(2 * mask) + moved(4 * mask)
+    assert took["stack_tokens"] == moved(2 * tokens) + moved(4 * tokens)
+    assert took["pin_masks"] == moved(2 * mask)
+    assert took["view_tokens"] == 0
+
+
 def test_a_priced_librarys_python_costs_its_measured_price(phantora):
     """models/python_prices.py Note [Library Python]: each call of a DeepSpeed function costs the host its price
     (the prices stand for the measured hosts, as the constants do); nothing without the prices."""

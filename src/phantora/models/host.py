@@ -31,16 +31,30 @@ index (how much slower than the average lease it ran the host-bound ground-truth
 benchmarks/host/leases.py on data/h200/host/leases), so the constants stand for the average lease; the
 per-op microbenchmarks are taken as measured.
 Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
-the main process, custom loops), real CPU tensor ops (run for real, cost 0), GC pauses.
+the main process, custom loops), GC pauses.
+
+Note [Tensor ops on the host]
+A program's ops on CPU tensors run for real (or on fake CPU tensors where they are large: runtime/dispatch.py
+Note [Hybrid dispatch]), and the host pays for the memory they move: a DataLoader's collate stacks each batch's
+samples and `pin_memory()` copies the batch again; Megatron-core's GPT datasets give each sample a 2048 x 2048
+attention mask, 8 MiB a micro-batch of two, which took about 3 ms of every micro-batch on the real host. Such an
+op costs its bytes read and written over `cpu_bytes_per_s`, one thread's copy rate, plus `cpu_page_fault_ns` per
+page of a new output above glibc's mmap threshold. Views and metadata ops move nothing. The rate is a copy's:
+an op that computes more than it moves (a causal mask's `tril` on bools, 7-13x slower) is under-charged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
 from phantora.models.compute import foreach_launches, itemsize
 from phantora.models.ops import OpCall, TensorMeta
+
+PAGE_BYTES = 4096
+MMAP_THRESHOLD_BYTES = 32 << 20
+"""glibc's malloc serves a larger block by a mapping of its own (its dynamic threshold never exceeds 32 MiB on
+64-bit Linux), so a CPU tensor that large gets fresh pages on every allocation."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -151,12 +165,21 @@ class HostConstants:
     query_ns: int = 1500
     """Event.query() / Stream.query() (cudaEventQuery through torch): an estimate, not measured; it keeps
     polling loops (`while not e.query()`) advancing in simulated time."""
+    cpu_bytes_per_s: float = 18.684e9
+    """Bytes read plus bytes written per second by a tensor op on CPU tensors on one intra-op thread (what torchrun
+    gives each rank): a DataLoader's collate, `pin_memory()`, a causal mask built on the host
+    (benchmarks/host/fit_cpu_tensor_ops.py). Ops that compute more than they move (`tril` on a bool mask) run
+    slower, and tensors that fit in the caches faster."""
+    cpu_page_fault_ns: int = 2454
+    """Per 4 KiB page of a CPU tensor op's new output above glibc's mmap threshold: a fresh mapping whose pages
+    fault in on first touch."""
 
     def scaled(self, factor: float) -> "HostConstants":
         """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long)."""
         if factor == 1.0:
             return self
-        return HostConstants(**{f.name: _scaled(getattr(self, f.name), factor) for f in fields(self)})
+        return HostConstants(**{f.name: _scaled(getattr(self, f.name), 1 / factor if f.name.endswith("_per_s") else factor)
+                                for f in fields(self)})
 
 
 def _scaled(value: int | Mapping[str, int], factor: float) -> int | dict[str, int]:
@@ -276,6 +299,12 @@ class HostModel:
         """Host time of functional collective `name`'s Python beyond its c10d call."""
         extra = self.c.all_to_all_extra_ns if name.startswith("all_to_all") else 0
         return self.c.functional_collective_ns + extra
+
+    def cpu_tensor_op_ns(self, moved_bytes: int, new_outputs: Iterable[int] = ()) -> int:
+        """Host time of a tensor op on CPU tensors that reads and writes `moved_bytes` in all; `new_outputs`: the
+        sizes of the new pageable tensors it allocates (Note [Tensor ops on the host])."""
+        pages = sum(n // PAGE_BYTES for n in new_outputs if n > MMAP_THRESHOLD_BYTES)
+        return round(moved_bytes / self.c.cpu_bytes_per_s * 1e9 + pages * self.c.cpu_page_fault_ns)
 
     def query_ns(self) -> int:
         """Host time of a stream or event query."""

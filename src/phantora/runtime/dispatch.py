@@ -276,8 +276,10 @@ class KernelRecorder:
         if device is None:
             flat = _arguments(args, kwargs)
             device = _cuda_index([a for a in flat if isinstance(a, torch.Tensor)])
-            if device is None:
-                return  # work on fake *CPU* tensors: host-side, no GPU kernel
+            if device is None:  # work on fake *CPU* tensors: host-side, no GPU kernel
+                if not traits.no_kernel:
+                    self.session.host_tensor_op(*host_tensor_bytes(flat, out))
+                return
         stream_id = self._current_stream(device)
         for o in outputs:
             if o._fake_device.type == "cuda":  # outside a fake kernel, a fake tensor's device
@@ -585,7 +587,7 @@ class HybridMode(TorchDispatchMode):
             return NotImplemented  # Note [Ops from tensor subclasses]
         if not has_fake and not _wants_cuda(kwargs, flat):
             if any(isinstance(a, torch.Tensor) for a in flat):
-                return func(*args, **kwargs)  # real CPU work
+                return self._real_cpu_op(func, args, kwargs, flat)
             return self._factory(func, args, kwargs)
         handler = route.handler
         if handler is not None:
@@ -593,6 +595,13 @@ class HybridMode(TorchDispatchMode):
         if has_foreign:
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
+
+    def _real_cpu_op(self, func, args: tuple, kwargs: dict, flat: list) -> Any:
+        """An op on real CPU tensors runs for real; the host pays for the memory it moves."""
+        out = func(*args, **kwargs)
+        if type(func) is torch._ops.OpOverload and not op_traits(func).no_kernel:
+            self.session.host_tensor_op(*host_tensor_bytes(flat, out))
+        return out
 
     def _fake_foreign_inputs(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         flat, spec = tree_flatten((args, kwargs))
@@ -678,12 +687,14 @@ class HybridMode(TorchDispatchMode):
         arguments, the fake run tells it."""
         size = _factory_size(func, args, kwargs)
         if size is not None and all(isinstance(d, int) for d in size) and _numel(size) < LARGE_HOST_FACTORY_NUMEL:
-            return func(*args, **kwargs)
+            return self._real_cpu_op(func, args, kwargs, [])
         with self.recorder.suppress():
             out = self.run_fake(func, args, kwargs)
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
+            if not op_traits(func).no_kernel:
+                self.session.host_tensor_op(*host_tensor_bytes([], out))
             return out
-        return func(*args, **kwargs)
+        return self._real_cpu_op(func, args, kwargs, [])
 
 
 def _factory_size(func, args: tuple, kwargs: dict) -> list | tuple | None:
@@ -719,6 +730,19 @@ def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | N
     with torch._C._DisableTorchDispatch():
         count = int(known.expand(torch.broadcast_shapes(source.shape, mask.shape)).sum())
         return torch.empty(count, dtype=source.dtype, device="meta")
+
+
+def host_tensor_bytes(inputs: list, out: Any) -> tuple[int, list[int]]:
+    """(bytes read and written, sizes of the new outputs) of an op on CPU tensors (models/host.py Note [Tensor ops on
+    the host]): every tensor argument read once, every output that is not an argument written once (an in-place
+    op's result is its argument)."""
+    read = {id(a): _nbytes(a) for a in inputs if isinstance(a, torch.Tensor)}
+    new = [_nbytes(o) for o in _leaves(out) if isinstance(o, torch.Tensor) and id(o) not in read]
+    return sum(read.values()) + sum(new), new
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 def _leaves(value: Any) -> list:

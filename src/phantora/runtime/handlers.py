@@ -20,7 +20,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import routing
-from phantora.runtime.dispatch import LARGE_HOST_FACTORY_NUMEL, HybridMode, RecordingFakeMode, tensor_meta
+from phantora.runtime.dispatch import (LARGE_HOST_FACTORY_NUMEL, HybridMode, RecordingFakeMode, host_tensor_bytes,
+                                       tensor_meta)
 from phantora.runtime.shadows import shadows
 
 aten = torch.ops.aten
@@ -174,10 +175,12 @@ def copy_(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
 
 def pin_memory(mode: HybridMode, func, args: tuple, kwargs: dict) -> Any:
     """`pin_memory()` of a large host tensor kept fake (Note [Hybrid dispatch]): a copy into page-locked host
-    memory, host work only; the copy is pinned, so a later `non_blocking` copy to the GPU does not block."""
+    memory, host work only (its bytes, from the caching host allocator's reused blocks: no fresh pages); the copy
+    is pinned, so a later `non_blocking` copy to the GPU does not block."""
     with mode.recorder.suppress():
         out = mode.run_fake(aten.clone.default, (args[0],), {})
     setattr(out, PINNED_ATTR, True)
+    mode.session.host_tensor_op(host_tensor_bytes([args[0]], out)[0], [])
     return out
 
 

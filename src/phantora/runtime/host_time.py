@@ -34,7 +34,8 @@ to reach the mode than the calibrated no-op, counted as program time; so are C++
 fake tensors, which the native shim answers without entering the mode (about 0.5 µs each, two to
 three per op: Note [Device queries in C++]); so is the garbage collector
 when it runs outside the interception layer (much of its garbage is fake tensors); real CPU tensor
-ops are run inside the interception layer and are not charged; threads that run at the same time
+ops run inside the interception layer, so the host model charges them by the bytes they move (models/host.py
+Note [Tensor ops on the host]), not by this machine's CPU time; threads that run at the same time
 (the autograd engine's device thread runs while the main thread waits, so this is rare) add their
 CPU time to the one host clock.
 """

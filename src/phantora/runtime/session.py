@@ -323,6 +323,14 @@ class Session:
             self.stats.host_only_ops += 1
             self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
 
+    def host_tensor_op(self, moved_bytes: int, new_outputs: list[int]) -> None:
+        """An op on CPU tensors read and wrote `moved_bytes`, allocating `new_outputs` (their sizes): host time only
+        (models/host.py Note [Tensor ops on the host])."""
+        cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
+        if cost:
+            with self.lock:
+                self._charge(cost)
+
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
         stats.kernels += 1

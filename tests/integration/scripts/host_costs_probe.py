@@ -23,6 +23,8 @@ identity = torch.nn.Identity()
 params = [torch.nn.Parameter(torch.ones(16, device="cuda")) for _ in range(3)]
 opt = torch.optim.SGD(params, lr=0.1)
 loader = iter(DataLoader(list(range(8)), batch_size=2, num_workers=0))
+mask = torch.ones(2048, 2048, dtype=torch.bool)  # 4 MiB, kept fake on the host (runtime/dispatch.py)
+tokens = torch.ones(16, 2048, dtype=torch.int64)  # 256 KiB, real
 x = torch.ones(8, device="cuda", requires_grad=True)
 z = x.sin().sum()
 
@@ -64,5 +66,10 @@ result = {
     "adds_again": took(adds),
     "backward": took(z.backward),
     "custom_backward": took(custom.backward),
+    # models/host.py Note [Tensor ops on the host]: a collate's stack, pin_memory, a view
+    "stack_masks": took(lambda: torch.stack([mask, mask.clone()])),
+    "stack_tokens": took(lambda: torch.stack([tokens, tokens + 1])),
+    "pin_masks": took(lambda: mask.pin_memory()),
+    "view_tokens": took(lambda: tokens.view(-1)),
 }
 print("HOST " + json.dumps(result), flush=True)

@@ -129,3 +129,19 @@ def test_a_subclass_op_from_the_autograd_engine_pays_the_backward_constant():
     assert c.subclass_backward_op_ns < c.subclass_op_ns
     assert m.subclass_op_ns(1) == c.subclass_op_ns
     assert m.subclass_op_ns(3, backward=True) == c.subclass_backward_op_ns + 2 * c.subclass_op_per_tensor_ns
+
+
+def test_a_host_tensor_op_costs_its_bytes_and_the_pages_of_a_mapped_output():
+    """Note [Tensor ops on the host]: below glibc's mmap threshold the heap's pages are reused; above it every page
+    of a new output faults in; a slower host moves bytes more slowly."""
+    from phantora.models.host import MMAP_THRESHOLD_BYTES, PAGE_BYTES
+
+    c = H200_HOST
+    m = HostModel(c)
+    small, large = 8 << 20, 2 * MMAP_THRESHOLD_BYTES
+    assert m.cpu_tensor_op_ns(2 * small, [small]) == round(2 * small / c.cpu_bytes_per_s * 1e9)
+    assert m.cpu_tensor_op_ns(2 * large, [large]) == round(
+        2 * large / c.cpu_bytes_per_s * 1e9 + large // PAGE_BYTES * c.cpu_page_fault_ns)
+    assert m.cpu_tensor_op_ns(2 * large) == round(2 * large / c.cpu_bytes_per_s * 1e9)  # in place or pinned
+    slower = HostModel(c.scaled(2.0))
+    assert abs(slower.cpu_tensor_op_ns(2 * small, [small]) - 2 * m.cpu_tensor_op_ns(2 * small, [small])) <= 2

@@ -75,3 +75,14 @@ def test_a_host_factory_s_size_is_read_from_its_arguments():
     assert _factory_size(aten.randint.low, (0, 50), {"size": (2, 3)}) == (2, 3)
     assert _factory_size(aten.zeros.default, ([4, 4],), {}) == [4, 4]
     assert _factory_size(aten.arange.default, (10,), {}) is None  # its size follows from its values
+
+
+def test_a_host_tensor_op_reads_each_argument_once_and_writes_its_new_outputs():
+    """models/host.py Note [Tensor ops on the host]."""
+    from phantora.runtime.dispatch import host_tensor_bytes
+
+    a, b = torch.ones(4, 8), torch.ones(4, 8, dtype=torch.float64)
+    out = torch.stack([a, a])
+    assert host_tensor_bytes([a, a, 0], out) == (128 + 256, [256])
+    assert host_tensor_bytes([a, b], a) == (128 + 256, [])  # in place: the result is an argument
+    assert host_tensor_bytes([], (out, b)) == (256 + 256, [256, 256])
