@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel-level timelines of TorchTitan configurations of configs.json on real GPUs: each runs 7 steps with
-# TorchTitan's own profiler on step 6 (after 3 warm-up steps), and rank 0's and rank 1's Chrome traces are kept
+# TorchTitan's own profiler on step 6 (after 3 warm-up steps), and the Chrome traces of ranks 0 and 1 (or those RANKS names) are kept
 # gzipped as $OUT/<name>.rank<R>.trace.json.gz (the device tool returns at most 8 files of 16 MiB); the log is
 # /tmp/<name>.profile.log, its step lines printed.
 #     bash benchmarks/e2e/frameworks/torchtitan_profile.sh NAME [NAME ...]
@@ -28,7 +28,7 @@ print(c['world'], shlex.join(a))" "$name")
         --job.dump_folder $dump --profiling.enable_profiling --profiling.profile_freq 6 --profiling.profiler_warmup 3 \
         --profiling.profiler_active 1" > "/tmp/$name.profile.log" 2>&1 < /dev/null
     echo "   exit $?"; grep -a "step:" "/tmp/$name.profile.log" | sed 's/\x1b\[[0-9;]*m//g' | tail -n 2
-    for rank in 0 1; do
+    for rank in ${RANKS:-0 1}; do
         trace=$(find $dump -name "rank${rank}_trace.json" -path "*iteration_6*" | head -1)
         [[ -n $trace ]] && gzip -9 -c "$trace" > "$out/$name.rank$rank.trace.json.gz" && ls -la "$out/$name.rank$rank.trace.json.gz"
     done
