@@ -73,8 +73,8 @@ def log_err(pred: float, meas: float) -> float:
 
 
 MAX_SPLIT = 16
-"""The most slices of K the GEMM model splits into (Note [GEMM tile choice]): 16, the deepest split the kernel
-names show is not known; the sweep's float32 GEMMs of 1-4 tiles with K of 1000-12000 are fitted with it."""
+"""The most slices of K the GEMM model splits into (Note [GEMM tile choice]). Not fitted and not measured: the
+kernel names say that cuBLAS split K, not how deep; split_k_min (the shallowest slice) is fitted under it."""
 
 
 def gemm_tile_rules() -> dict:
