@@ -159,5 +159,6 @@ def in_step_observations(step_obs: list[Obs]) -> tuple[list[Obs], dict[tuple[str
         size = size_class(micro)
         factor = factors.get((kernel_group(op.name), size), factors[("all", size)])
         out.append(Obs(op=op, kernel_ns=micro * factor, n_kernels=cold[sig].n_kernels,
-                       count=min(cold[sig].count, warm[sig].count), origin="micro_in_step", kernels=()))
+                       count=min(cold[sig].count, warm[sig].count), origin="micro_in_step",
+                       kernels=cold[sig].kernels))
     return out, factors

@@ -1,6 +1,6 @@
 """Leave-some-out error of the analytic compute model against the H200 measurements.
 
-    python -m benchmarks.kernels.error [--folds 5]
+    python -m benchmarks.kernels.error [--folds 5] [--gpu h200] [--only gemm]
 
 Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
 in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its
@@ -25,7 +25,8 @@ import gzip
 import json
 
 from benchmarks.kernels.dataset import IN_STEP_GLOB, KERNELS, in_step_observations, load_observations, raw_files
-from benchmarks.kernels.fit import build_database, fit_calibration, model_for
+from benchmarks.kernels import dataset
+from benchmarks.kernels.fit import base_calibration, build_database, fit_calibration, fit_gemm, model_for, use_gpu
 
 from phantora.models.compute import (
     Calibration, ComputeModel, KernelDatabase, classify,
@@ -42,14 +43,23 @@ def fold_of(sig: str, k: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--gpu", default=dataset.GPU, help="the GPU whose data/<gpu>/kernels/ is fitted and predicted")
+    ap.add_argument("--only", choices=["gemm"], help="refit and report this kernel class alone (its table row), "
+                    "no whole steps")
     args = ap.parse_args()
+    use_gpu(args.gpu)
     raw = load_observations()
     obs = [o for o in raw + in_step_observations(raw)[0] if o.kernel_ns > 0 and classify(o.op.name) is not None]
-    gap = None
+    if args.only:
+        obs = [o for o in obs if classify(o.op.name) == args.only]
     preds: dict[int, float] = {}
     for f in range(args.folds):
         train = [o for o in obs if fold_of(signature(o.op), args.folds) != f]
-        cal = fit_calibration(train, gap_ns=0.0)
+        if args.only == "gemm":
+            cal = base_calibration()
+            fit_gemm(cal, train)
+        else:
+            cal = fit_calibration(train, gap_ns=0.0)
         model = model_for(cal)
         for i, o in enumerate(obs):
             if fold_of(signature(o.op), args.folds) == f:
@@ -63,7 +73,7 @@ def main() -> None:
         setting = {"llama_step": "in-step", "micro_in_step": "bench"}.get(o.origin, "micro")
         rows[(cls, setting)].append((preds[i], o.kernel_ns))
         rows[(cls, "all")].append((preds[i], o.kernel_ns))
-    print(f"Held-out ({args.folds}-fold by signature) error of the analytic model vs. H200 kernel times")
+    print(f"Held-out ({args.folds}-fold by signature) error of the analytic model vs. {args.gpu} kernel times")
     print(f"{'class':12s} {'setting':8s} {'n':>5s} {'median|err|':>11s} {'p90|err|':>9s} {'time-weighted':>13s}")
     for (cls, setting) in sorted(rows):
         v = rows[(cls, setting)]
@@ -71,8 +81,11 @@ def main() -> None:
         tw = abs(sum(p for p, _ in v) / sum(m for _, m in v) - 1)
         print(f"{cls:12s} {setting:8s} {len(v):5d} {100 * statistics.median(errs):10.1f}% "
               f"{100 * errs[int(0.9 * (len(errs) - 1))]:8.1f}% {100 * tw:12.1f}%")
+    table_row(rows)
+    if args.only:
+        return
     # whole training steps
-    gpu = get_gpu_spec("h200")
+    gpu = get_gpu_spec(args.gpu)
     pred_by_sig = {signature(o.op): preds[i] for i, o in enumerate(obs)}
     full = ComputeModel(gpu, load_profile(gpu.key).kernels.value, load_profile(gpu.key).calibration.value)  # packaged database + calibration (all data)
     print("\nWhole steps (sum over every kernel-launching op of one profiled step; kernel time, no gaps):")
@@ -95,9 +108,27 @@ def main() -> None:
 _KIND_MODEL = None
 
 
+def table_row(rows: dict[tuple[str, str], list]) -> None:
+    """Each class as a row of docs/models/compute.md's "Known error" table: n / median |error| / time-weighted
+    |error| for all, in-step, bench and micro."""
+    print("\n| class | all | in-step | bench | micro |\n| --- | --- | --- | --- | --- |")
+    for cls in sorted({c for c, _ in rows}, key=lambda c: -len(rows[(c, "all")])):
+        cells = []
+        for setting in ("all", "in-step", "bench", "micro"):
+            v = rows.get((cls, setting), [])
+            if not v:
+                cells.append("")
+                continue
+            errs = sorted(abs(p / m - 1) for p, m in v)
+            tw = abs(sum(p for p, _ in v) / sum(m for _, m in v) - 1)
+            cells.append(f"{len(v)} / {100 * statistics.median(errs):.1f} % / {100 * tw:.1f} %")
+        print(f"| {cls} | " + " | ".join(cells) + " |")
+
+
 def model_kind(op) -> str:
     global _KIND_MODEL
-    _KIND_MODEL = _KIND_MODEL or ComputeModel(get_gpu_spec("h200"), KernelDatabase("h200"), load_profile("h200").calibration.value)
+    _KIND_MODEL = _KIND_MODEL or ComputeModel(get_gpu_spec(dataset.GPU), KernelDatabase(dataset.GPU),
+                                              load_profile(dataset.GPU).calibration.value)
     return _KIND_MODEL._memory_kind(op, "copy")
 
 
@@ -136,7 +167,7 @@ def _kernels(model, op, e) -> int:
     gap = model.cal.kernel_gap_ns
     if gap <= 0:
         return 0
-    no_gap = ComputeModel(model.gpu, KernelDatabase("h200"), Calibration.from_dict({**model.cal.raw, "kernel_gap_ns": 0.0}))
+    no_gap = ComputeModel(model.gpu, KernelDatabase(model.gpu.key), Calibration.from_dict({**model.cal.raw, "kernel_gap_ns": 0.0}))
     return round((e.duration_ns - no_gap.analytic(op).duration_ns) / gap)
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def base_calibration() -> dict:
         "kernel_gap_ns": 0.0,
         "gemm": {
             "modes": {"bf16": {"eff": 0.83, "eff_unaligned": 0.15}, "fp32": {"eff": 0.77, "eff_unaligned": 0.6}},
-            "tile": [128, 256], "split_k_min": 256, "min_util": 0.1, "bw_eff": 0.7, "t0_ns": 2000.0,
+            "tiles": gemm_tile_rules(), "split_k_min": 256, "max_split": MAX_SPLIT, "bw_eff": 0.7, "t0_ns": 2000.0,
             "two_kernel_mn": 12_000_000,
         },
         "attention": {"reference_peak_flops": GPU.peak_flops["bf16"],
@@ -72,6 +72,45 @@ def log_err(pred: float, meas: float) -> float:
 # ----------------------------------------------------------------------------- gemm
 
 
+MAX_SPLIT = 16
+"""The most slices of K the GEMM model splits into (Note [GEMM tile choice]). Not fitted and not measured: the
+kernel names say that cuBLAS split K, not how deep; split_k_min (the shallowest slice) is fitted under it."""
+
+
+def gemm_tile_rules() -> dict:
+    """The tile shapes cuBLAS chooses from, per kernel family (Note [GEMM tile choice]), as the kernel names of the
+    measured GEMMs show them (`tile_shapes_seen` prints them): tensor-core kernels (nvjet_sm90_tst_AxB_...) with one
+    side 64, 128, 192 or 256 and the other a multiple of 8, at most 40960 outputs (256x160, 320x128); CUDA-core
+    float32 kernels (cutlass_80_simt_sgemm_AxB_..., sm80_xmma_gemm_f32f32_..._tilesizeAxBx8) with sides 32 to 256,
+    at most 256x128. `shape_c` starts at 8 and is fitted."""
+    return {"tensor": {"sides": [64, 128, 192, 256], "free": list(range(8, 321, 8)), "max_area": 40960, "shape_c": 8.0},
+            "simt": {"sides": [32, 64, 128, 256], "free": [32, 64, 128, 256], "max_area": 32768, "shape_c": 8.0}}
+
+
+def tile_shapes_seen(obs: list[Obs]) -> dict[str, dict[tuple[int, int], int]]:
+    """(family -> tile shape -> GEMM signatures) of the measured kernels' names: what cuBLAS chose."""
+    seen: dict[str, dict[tuple[int, int], int]] = {"tensor": defaultdict(int), "simt": defaultdict(int)}
+    for o in obs:
+        if classify(o.op.name) != "gemm":
+            continue
+        for name in o.kernels:
+            shape = kernel_tile(name)
+            if shape is not None:
+                seen[shape[0]][shape[1:]] += 1
+                break
+    return {family: dict(sorted(shapes.items(), key=lambda x: -x[1])) for family, shapes in seen.items()}
+
+
+def kernel_tile(name: str) -> tuple[str, int, int] | None:
+    """(family, A, B) of a cuBLAS / CUTLASS GEMM kernel's name that says its tile (A x B), else None."""
+    import re
+    if (hit := re.search(r"nvjet_sm\d+_tst_(\d+)x(\d+)_", name)) or (hit := re.search(r"tensorop_\w*?gemm_\w*?_(\d+)x(\d+)_", name)):
+        return "tensor", int(hit[1]), int(hit[2])
+    if (hit := re.search(r"simt_sgemm_(\d+)x(\d+)_", name)) or (hit := re.search(r"f32f32_\w*?tilesize(\d+)x(\d+)x", name)):
+        return "simt", int(hit[1]), int(hit[2])
+    return None
+
+
 def fit_gemm(cal: dict, obs: list[Obs]) -> None:
     g = [o for o in obs if classify(o.op.name) == "gemm"]
     if not g:
@@ -83,7 +122,8 @@ def fit_gemm(cal: dict, obs: list[Obs]) -> None:
 
     gc = cal["gemm"]
     keys = [("modes", "bf16", "eff"), ("modes", "bf16", "eff_unaligned"), ("modes", "fp32", "eff"),
-            ("modes", "fp32", "eff_unaligned"), ("bw_eff",), ("t0_ns",), ("split_k_min",), ("min_util",)]
+            ("modes", "fp32", "eff_unaligned"), ("bw_eff",), ("t0_ns",), ("split_k_min",),
+            ("tiles", "tensor", "shape_c"), ("tiles", "simt", "shape_c")]
 
     def get(k):
         d = gc
@@ -97,15 +137,7 @@ def fit_gemm(cal: dict, obs: list[Obs]) -> None:
             d = d[p]
         d[k[-1]] = v
 
-    best_tile, best = None, float("inf")
-    for tile in ([128, 128], [128, 256], [256, 128], [128, 192], [192, 192]):
-        gc["tile"] = tile
-        cur = _coord_search(cal, keys, get, put, loss, rounds=4)
-        if cur < best:
-            best, best_tile = cur, (tile, json.loads(json.dumps(gc)))
-    cal["gemm"] = best_tile[1]
-    gc = cal["gemm"]
-    _coord_search(cal, keys, get, put, loss, rounds=6)
+    _coord_search(cal, keys, get, put, loss, rounds=5)
     for mode, src in (("fp16", "bf16"), ("fp8", "bf16"), ("tf32", "bf16"), ("fp64", "fp32")):
         gc["modes"].setdefault(mode, dict(gc["modes"][src]))
     gc["unmeasured_modes"] = "fp16/fp8/tf32 copy the bf16 efficiencies and fp64 the fp32 ones (not measured)"
@@ -118,7 +150,7 @@ def _coord_search(cal, keys, get, put, loss, rounds=4) -> float:
             for f in (1.5, 1 / 1.5, 1.15, 1 / 1.15, 1.04, 1 / 1.04):
                 old = get(k)
                 new = old * f
-                if k[-1] in ("eff", "eff_unaligned", "bw_eff", "min_util"):
+                if k[-1] in ("eff", "eff_unaligned", "bw_eff"):
                     new = min(new, 1.5 if k[-1] == "bw_eff" else 1.0)
                 put(k, new)
                 val = loss(cal)

@@ -613,6 +613,88 @@ def fsdp_copy_kind(op: OpCall) -> str:
     return "cast_up" if itemsize(dst[0]) > itemsize(src[0]) else "cast_down"
 
 
+# ----------------------------------------------------------------------------- GEMM tiles
+
+# Note [GEMM tile choice]
+# cuBLAS (and CUTLASS's heuristics) runs a GEMM as a grid of output tiles, one CTA (or cluster) per tile, in
+# waves over the SMs, and picks per problem the tile shape, and a split of K, that fills the GPU best. The kernel
+# names it runs say which: on the H100 and H200, bf16 GEMMs run `nvjet_sm90_tst_AxB_...` kernels with one side of
+# the tile 64, 128, 192 or 256 and the other any multiple of 8 (128x248, 256x144, ...: chosen so the tiles just fill
+# a whole number of waves), tiles of at most 40960 outputs (256x160, 320x128); float32 GEMMs on CUDA cores run
+# `cutlass_80_simt_sgemm_*` / `sm80_xmma_gemm_f32f32_*` kernels with tiles of 32 to 256 per side, at most 256x128;
+# both split K (a `_splitK_` kernel or a `splitKreduce_kernel`, or a memset for an in-place reduction) when the tiles
+# alone would leave SMs idle (data/<gpu>/kernels/, the profiler's kernel names).
+#
+# The model enumerates those tile shapes (`tiles` in the calibration: per kernel family, the sides and the largest
+# tile) and splits of K (1 to `max_split`, each at least `split_k_min` deep), and takes the one with the least time:
+#   waves = ceil(batch * ceil(m/tm) * ceil(n/tn) * split / SMs)
+#   t     = waves * 2 * tm * tn * ceil(k/split) / (peak/SMs * eff * shape_eff) + reduction
+# A wave costs a whole tile on every SM even where the tile hangs over the matrix's edge. A tile's efficiency falls
+# with its size: its main loop loads tm + tn operand elements per tm * tn multiply-adds, so shape_eff = 1 / (1 +
+# shape_c * (1/tm + 1/tn)), `shape_c` fitted (per family); `eff` is then the efficiency of an unboundedly large tile.
+# A split of K adds the reduction of its fp32 partial sums, 2 * split * m * n * 4 bytes at the GEMM's bandwidth, and
+# a kernel. The choice itself is made at the GPU's nominal peaks (the heuristic's view, not the fitted efficiencies),
+# so it depends on the shape and the GPU only, and is cached.
+
+GEMM_TILE_FAMILY = {"bf16": "tensor", "fp16": "tensor", "fp8": "tensor", "tf32": "tensor", "fp32": "simt", "fp64": "simt"}
+"""The kernel family (and so the tile shapes) of each math mode: tensor-core kernels or CUDA-core (SIMT) ones."""
+PARTIAL_SUM_BYTES = 4
+"""A split-K partial sum is float32 whatever the GEMM's dtype (cuBLAS's compute type for bf16 and fp32)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GemmTiling:
+    """The tile configuration the model picks for one GEMM problem (Note [GEMM tile choice])."""
+
+    tm: int
+    """Tile rows (along m)."""
+    tn: int
+    """Tile columns (along n)."""
+    split: int
+    """Slices of K, each computed by its own CTA; above 1 their partial sums are reduced."""
+    waves: int
+    """ceil(tiles x split / SMs)."""
+    shape_eff: float
+    """The tile shape's efficiency factor, 1 / (1 + shape_c (1/tm + 1/tn))."""
+
+
+@lru_cache(maxsize=64)
+def gemm_tile_shapes(sides: tuple[int, ...], free: tuple[int, ...], max_area: int) -> tuple[tuple[int, int], ...]:
+    """Every (tm, tn) with one side in `sides` and the other in `free`, of at most `max_area` outputs, both ways
+    round; largest first (so a tie goes to the larger tile)."""
+    shapes = {s for a in sides for b in free if a * b <= max_area for s in ((a, b), (b, a))}
+    return tuple(sorted(shapes, key=lambda s: (-s[0] * s[1], s)))
+
+
+@lru_cache(maxsize=16)
+def _tile_arrays(shapes: tuple[tuple[int, int], ...]) -> tuple[Any, Any]:
+    import numpy as np
+    a = np.array(shapes, dtype=np.float64).reshape(-1, 2)
+    return a[:, 0], a[:, 1]
+
+
+@lru_cache(maxsize=1 << 16)
+def choose_gemm_tiling(batch: int, m: int, n: int, k: int, shapes: tuple[tuple[int, int], ...], shape_c: float,
+                       split_k_min: float, max_split: int, sms: int, peak_flops: float,
+                       bandwidth_bytes_per_s: float) -> GemmTiling:
+    """The tile shape and split of K that finish the GEMM soonest at the GPU's nominal peaks (Note [GEMM tile
+    choice])."""
+    import numpy as np
+    tm, tn = _tile_arrays(shapes)
+    splits = np.arange(1, max(1, max_split) + 1, dtype=np.float64)
+    usable = (splits == 1) | (k / splits >= split_k_min)
+    splits = splits[usable]
+    tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
+    waves = np.ceil(tiles[:, None] * splits[None, :] / sms)
+    shape_eff = 1.0 / (1.0 + shape_c * (1.0 / tm + 1.0 / tn))
+    per_sm = peak_flops / sms
+    compute = waves * (2.0 * tm * tn / shape_eff)[:, None] * np.ceil(k / splits)[None, :] / per_sm
+    reduce = np.where(splits > 1, 2.0 * splits * batch * m * n * PARTIAL_SUM_BYTES / bandwidth_bytes_per_s, 0.0)
+    best = int(np.argmin(compute + reduce[None, :]))
+    i, j = divmod(best, len(splits))
+    return GemmTiling(int(tm[i]), int(tn[i]), int(splits[j]), int(waves[i, j]), float(shape_eff[i]))
+
+
 # ----------------------------------------------------------------------------- the model
 
 
@@ -870,26 +952,43 @@ class ComputeModel:
         return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
                 "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}.get(dtype, "fp32")
 
+    def gemm_tiling(self, op: OpCall) -> GemmTiling:
+        """The tile shape and split of K the model runs the GEMM `op` with (Note [GEMM tile choice])."""
+        g = self._gemm_features(op)
+        return self._tiling(g, self._math_mode(g["dtype"]))
+
+    def _tiling(self, g: dict[str, Any], mode: str) -> GemmTiling:
+        c = self.cal.gemm
+        family = GEMM_TILE_FAMILY.get(mode, "simt")
+        rule = c["tiles"][family]
+        shapes = gemm_tile_shapes(tuple(rule["sides"]), tuple(rule["free"]), int(rule["max_area"]))
+        return choose_gemm_tiling(g["batch"], max(1, g["m"]), max(1, g["n"]), max(1, g["k"]), shapes,
+                                  float(rule["shape_c"]), float(c["split_k_min"]), int(c["max_split"]),
+                                  self.gpu.sm_count, self._peak(mode), self.gpu.memory_bandwidth_bytes_per_s)
+
+    def _peak(self, mode: str) -> float:
+        return self.gpu.peak_flops.get(mode) or self.gpu.peak_flops.get("fp32", 1e12)
+
     def _gemm(self, op: OpCall) -> KernelEstimate:
         g = self._gemm_features(op)
         c = self.cal.gemm
         mode = self._math_mode(g["dtype"])
-        peak = self.gpu.peak_flops.get(mode) or self.gpu.peak_flops.get("fp32", 1e12)
+        peak = self._peak(mode)
         mp = c["modes"].get(mode) or c["modes"]["fp32"]
         eff = mp["eff"] if g["aligned"] else mp.get("eff_unaligned", mp["eff"])
-        tm, tn = c["tile"]
-        tiles = g["batch"] * _ceil_div(g["m"], tm) * _ceil_div(g["n"], tn)
-        sms = self.gpu.sm_count
-        if tiles >= sms:
-            util = tiles / (_ceil_div(tiles, sms) * sms)
-        else:  # too few tiles: cuBLAS splits K (bounded by K) or runs a partial wave
-            split = max(1, min(sms // max(tiles, 1), g["k"] // c["split_k_min"]))
-            util = min(1.0, tiles * split / sms)
-            util = max(util, c["min_util"])
-        t_compute = g["flops"] / (peak * eff * util) * 1e9
-        t_memory = g["bytes"] / (self.gpu.memory_bandwidth_bytes_per_s * c["bw_eff"]) * 1e9
-        t = c["t0_ns"] + max(t_compute, t_memory)
-        n_k = 2 if g["m"] * g["n"] >= c["two_kernel_mn"] else 1  # big cuBLAS GEMMs also launch a memset
+        tiling = self._tiling(g, mode)
+        bw = self.gpu.memory_bandwidth_bytes_per_s * c["bw_eff"]
+        tile_flops = 2.0 * tiling.tm * tiling.tn * _ceil_div(g["k"], tiling.split)
+        t_compute = tiling.waves * tile_flops / (peak / self.gpu.sm_count * eff * tiling.shape_eff) * 1e9
+        if not g["flops"]:  # an empty GEMM (k = 0) only writes its output
+            t_compute = 0.0
+        t_memory = g["bytes"] / bw * 1e9
+        t_reduce = 0.0
+        if tiling.split > 1:  # the partial sums, written and read back in float32
+            t_reduce = 2.0 * tiling.split * g["batch"] * g["m"] * g["n"] * PARTIAL_SUM_BYTES / bw * 1e9
+        t = c["t0_ns"] + max(t_compute, t_memory) + t_reduce
+        # big cuBLAS GEMMs also launch a memset; a split of K a reduction (or a memset for an in-place one)
+        n_k = 2 if g["m"] * g["n"] >= c["two_kernel_mn"] or tiling.split > 1 else 1
         return KernelEstimate(int(round(t + self._gap(n_k))), g["flops"], g["bytes"], "gemm", "analytic")
 
     # attention ---------------------------------------------------------------------------------

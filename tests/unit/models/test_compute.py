@@ -18,8 +18,9 @@ CAL = {
     "reference_gpu": "h200",
     "kernel_gap_ns": 1000.0,
     "gemm": {"modes": {"bf16": {"eff": 0.8, "eff_unaligned": 0.2}, "fp32": {"eff": 0.75, "eff_unaligned": 0.5}},
-             "tile": [128, 256], "split_k_min": 256, "min_util": 0.1, "bw_eff": 0.7, "t0_ns": 2000.0,
-             "two_kernel_mn": 10**18},
+             "tiles": {"tensor": {"sides": [128], "free": [256], "max_area": 32768, "shape_c": 0.0},
+                       "simt": {"sides": [128], "free": [256], "max_area": 32768, "shape_c": 0.0}},
+             "split_k_min": 256, "max_split": 16, "bw_eff": 0.7, "t0_ns": 2000.0, "two_kernel_mn": 10**18},
     "attention": {"reference_peak_flops": 989.4e12, "reference_bandwidth_bytes_per_s": 4.8e12,
                   "flash_fwd": {"t0_ns": 3000.0, "row_ns": 0.0, "eff": 0.4, "kernels": 1},
                   "flash_bwd": {"t0_ns": 3000.0, "row_ns": 0.0, "eff": 0.3, "kernels": 1}},
@@ -55,7 +56,7 @@ def add(n, dtype="float32"):
 def test_large_square_bf16_gemm_is_flops_over_peak_times_efficiency():
     n = 8192
     est = model().estimate(mm(n, n, n))
-    tiles = (n // 128) * (n // 256)  # 2048 tiles of 128x256
+    tiles = (n // 128) * (n // 256)  # 2048 tiles of 128x256 (or 256x128)
     util = tiles / (math.ceil(tiles / 132) * 132)  # 16 waves over 132 SMs
     expected = 2000 + 2 * n**3 / (989.4e12 * 0.8 * util) * 1e9 + 1000  # t0 + compute + one kernel gap
     assert est.duration_ns == round(expected)
@@ -79,6 +80,50 @@ def test_skinny_gemm_is_memory_bound():
     est = model().estimate(mm(1, 14336, 4096))
     weight_bytes = 14336 * 4096 * 2
     assert est.duration_ns >= weight_bytes / (4.8e12 * 0.7) * 1e9
+
+
+TILES = {"tensor": {"sides": [64, 128, 192, 256], "free": [64, 128, 192, 256], "max_area": 32768, "shape_c": 16.0},
+         "simt": {"sides": [64, 128, 192, 256], "free": [64, 128, 192, 256], "max_area": 32768, "shape_c": 16.0}}
+
+
+def test_gemm_of_one_partly_filled_wave_takes_the_tile_that_fills_the_gpu():
+    """Note [GEMM tile choice]: 2048 x 1152 makes 144 tiles of 128x128, a full wave of 132 and a second of 12 on an
+    H200; 96 tiles of 128x192 do it in one wave, each tile 1.5x the work."""
+    m = model(gemm=dict(CAL["gemm"], tiles=TILES))
+    op = mm(2048, 1152, 2048)
+    tiling = m.gemm_tiling(op)
+    assert (tiling.tm, tiling.tn, tiling.split, tiling.waves) == (128, 192, 1, 1)
+    shape_eff = 1 / (1 + 16.0 * (1 / 128 + 1 / 192))
+    compute = 2 * 128 * 192 * 2048 / (989.4e12 / 132 * 0.8 * shape_eff) * 1e9
+    assert m.estimate(op).duration_ns == round(2000 + compute + 1000)
+    # one tile shape and no split (the model before the choice): two waves of 128x128, 1.38x the time
+    single = {f: dict(r, sides=[128], free=[128]) for f, r in TILES.items()}
+    one_tile = model(gemm=dict(CAL["gemm"], tiles=single, max_split=1))
+    assert one_tile.gemm_tiling(op).waves == 2
+    assert one_tile.estimate(op).duration_ns - 3000 == pytest.approx(1.38 * (m.estimate(op).duration_ns - 3000), rel=0.01)
+
+
+def test_gemm_of_few_tiles_splits_k_to_fill_the_gpu():
+    """Few tiles and a deep K: split K until the GPU is full, and pay for reducing the partial sums."""
+    m = model(gemm=dict(CAL["gemm"], tiles=TILES))
+    op = mm(256, 1024, 16384)
+    tiling = m.gemm_tiling(op)
+    tiles = -(-256 // tiling.tm) * -(-1024 // tiling.tn)
+    assert tiling.split > 1 and tiling.waves == 1 and tiles * tiling.split > 132 // 2
+    unsplit = model(gemm=dict(CAL["gemm"], tiles=TILES, max_split=1))
+    assert unsplit.gemm_tiling(op).split == 1
+    assert m.estimate(op).duration_ns < 0.7 * unsplit.estimate(op).duration_ns
+    partials = 2 * tiling.split * 256 * 1024 * 4 / (4.8e12 * 0.7) * 1e9
+    assert m.estimate(op).duration_ns > partials + 2000 + 2 * 1000  # the reduction and its kernel are paid
+
+
+def test_gemm_tile_choice_follows_the_gpu_sm_count():
+    """The same GEMM on 132 SMs (H200) and 108 (A100): 128 tiles of 256x128 fill one wave on the first but not
+    the second, which takes 128x128 tiles or splits K instead."""
+    a100 = get_gpu_spec("a100")
+    h200 = model(gemm=dict(CAL["gemm"], tiles=TILES)).gemm_tiling(mm(2048, 2048, 2048))
+    other = model(a100, gemm=dict(CAL["gemm"], tiles=TILES)).gemm_tiling(mm(2048, 2048, 2048))
+    assert (h200.waves, other.waves) != (1, 1) or (h200.tm, h200.tn, h200.split) != (other.tm, other.tn, other.split)
 
 
 def test_elementwise_is_bytes_over_bandwidth():
