@@ -541,8 +541,24 @@ def registry_flops(op: OpCall) -> float:
 # The forward (a: tokens x K, b: groups x K x N), the input gradient (the same with b transposed) and the
 # weight gradient (a: K x tokens and b: tokens x N, grouped along the contraction, out: groups x K x N) all
 # do 2 x tokens x K x N FLOPs whatever the split. The model costs them as `groups` GEMMs of the mean group
-# size, batched, with the GEMM efficiencies: a first-order model, not yet checked against measured grouped
-# GEMMs (uneven groups fill the GPU's tiles less well than their mean does).
+# size, batched. The kernel is not cuBLAS's: on sm90 and later PyTorch runs one CUTLASS grouped kernel
+# (aten/src/ATen/native/cuda/GroupMM.cu) with a persistent grid of one CTA per SM, a fixed tile (64 x 128 where a
+# group's M or N is at most 128, else 128 x 256; 64 x 128 on sm100) and no split of K. A weight gradient has few
+# output tiles (DeepSeek-V3's debug model, 4 experts of 256 x 256 on a rank: 8 tiles on 132 SMs), each looping over
+# all of its group's tokens: 586-592 µs measured for 65k to 137k tokens on an H200
+# (data/h200/e2e/frameworks/profiles/torchtitan_deepseek_v3_debug_ep2.rank0.trace.json.gz), where cuBLAS's tile and
+# split choice gave 35 µs. Uneven groups, which a real router makes, fill the tiles less well than their mean
+# does: the largest group sets the weight gradient's time.
+
+GROUPED_GEMM_TILES = {"small": (64, 128), "large": (128, 256), "sm100": (64, 128)}
+"""PyTorch's CUTLASS grouped GEMM tiles (GroupMM.cu): "small" where a group's M or N is at most 128 (sm90)."""
+
+
+def grouped_gemm_tile(m: int, n: int, compute_capability: tuple[int, int]) -> tuple[int, int]:
+    """The (tm, tn) tile of PyTorch's grouped GEMM kernel for groups of m x n outputs (Note [Grouped GEMMs])."""
+    if compute_capability[0] >= 10:
+        return GROUPED_GEMM_TILES["sm100"]
+    return GROUPED_GEMM_TILES["small" if m <= 128 or n <= 128 else "large"]
 
 
 def grouped_gemm_dims(a: TensorMeta, b: TensorMeta, out: TensorMeta | None) -> tuple[int, int, int, int, float]:
@@ -946,7 +962,8 @@ class ComputeModel:
             return ld % align == 0 or min(t.shape[-1], t.shape[-2]) == 1
 
         ok = aligned(a) and aligned(b) and all(aligned(o) for o in op.outputs)
-        return {"m": m, "n": n, "k": k, "batch": batch, "flops": flops, "bytes": nbytes, "dtype": a.dtype, "aligned": ok}
+        return {"m": m, "n": n, "k": k, "batch": batch, "flops": flops, "bytes": nbytes, "dtype": a.dtype, "aligned": ok,
+                "grouped": p in GROUPED_GEMM_OPS}
 
     def _math_mode(self, dtype: str) -> str:
         return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
@@ -961,6 +978,11 @@ class ComputeModel:
         c = self.cal.gemm
         family = GEMM_TILE_FAMILY.get(mode, "simt")
         rule = c["tiles"][family]
+        if g["grouped"]:  # PyTorch's CUTLASS kernel: one tile, no split of K (Note [Grouped GEMMs])
+            shapes = (grouped_gemm_tile(g["m"], g["n"], self.gpu.compute_capability),)
+            return choose_gemm_tiling(g["batch"], max(1, g["m"]), max(1, g["n"]), max(1, g["k"]), shapes,
+                                      float(rule["shape_c"]), float(c["split_k_min"]), 1, self.gpu.sm_count,
+                                      self._peak(mode), self.gpu.memory_bandwidth_bytes_per_s)
         shapes = gemm_tile_shapes(tuple(rule["sides"]), tuple(rule["free"]), int(rule["max_area"]))
         return choose_gemm_tiling(g["batch"], max(1, g["m"]), max(1, g["n"]), max(1, g["k"]), shapes,
                                   float(rule["shape_c"]), float(c["split_k_min"]), int(c["max_split"]),

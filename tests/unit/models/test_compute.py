@@ -117,6 +117,23 @@ def test_gemm_of_few_tiles_splits_k_to_fill_the_gpu():
     assert m.estimate(op).duration_ns > partials + 2000 + 2 * 1000  # the reduction and its kernel are paid
 
 
+def test_a_grouped_weight_gradient_runs_pytorchs_tile_without_splitting_k():
+    """Note [Grouped GEMMs]: 4 experts' 256 x 256 weight gradients over 98,304 tokens are 8 tiles of 128 x 256 on
+    132 SMs, each looping over its expert's 24,576 tokens; a plain GEMM of that shape splits K instead."""
+    tokens, groups = 98304, 4
+    op = OpCall("aten._grouped_mm.default", (t((256, tokens), stride=(1, 256)), t((tokens, 256)), t((groups,), "int32")),
+                (), (t((groups, 256, 256)),))
+    m = model(gemm=dict(CAL["gemm"], tiles=TILES))
+    tiling = m.gemm_tiling(op)
+    assert (tiling.tm, tiling.tn, tiling.split, tiling.waves) == (128, 256, 1, 1)
+    shape_eff = 1 / (1 + 16.0 * (1 / 128 + 1 / 256))
+    compute = 2 * 128 * 256 * (tokens // groups) / (989.4e12 / 132 * 0.8 * shape_eff) * 1e9
+    assert m.estimate(op).duration_ns == round(2000 + compute + 1000)
+    plain = OpCall("aten.bmm.default", (t((groups, 256, tokens // groups)), t((groups, tokens // groups, 256))), (),
+                   (t((groups, 256, 256)),))
+    assert m.gemm_tiling(plain).split > 1 and m.estimate(plain).duration_ns < m.estimate(op).duration_ns / 4
+
+
 def test_gemm_tile_choice_follows_the_gpu_sm_count():
     """The same GEMM on 132 SMs (H200) and 108 (A100): 128 tiles of 256x128 fill one wave on the first but not
     the second, which takes 128x128 tiles or splits K instead."""
