@@ -734,11 +734,15 @@ def _selected_by_known_mask(func, args: tuple, kwargs: dict) -> torch.Tensor | N
 
 def host_tensor_bytes(inputs: list, out: Any) -> tuple[int, list[int]]:
     """(bytes read and written, sizes of the new outputs) of an op on CPU tensors (models/host.py Note [Tensor ops on
-    the host]): every tensor argument read once, every output that is not an argument written once (an in-place
-    op's result is its argument)."""
-    read = {id(a): _nbytes(a) for a in inputs if isinstance(a, torch.Tensor)}
-    new = [_nbytes(o) for o in _leaves(out) if isinstance(o, torch.Tensor) and id(o) not in read]
+    the host]): every host tensor argument read once, every output that is not an argument written once (an in-place
+    op's result is its argument). Meta tensors (a model built on the meta device) hold no memory to move."""
+    read = {id(a): _nbytes(a) for a in inputs if _on_host(a)}
+    new = [_nbytes(o) for o in _leaves(out) if _on_host(o) and id(o) not in read]
     return sum(read.values()) + sum(new), new
+
+
+def _on_host(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu"
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -86,3 +86,5 @@ def test_a_host_tensor_op_reads_each_argument_once_and_writes_its_new_outputs():
     assert host_tensor_bytes([a, a, 0], out) == (128 + 256, [256])
     assert host_tensor_bytes([a, b], a) == (128 + 256, [])  # in place: the result is an argument
     assert host_tensor_bytes([], (out, b)) == (256 + 256, [256, 256])
+    meta = torch.empty(1 << 20, device="meta")
+    assert host_tensor_bytes([meta], meta.clone()) == (0, [])  # nothing in memory to move
