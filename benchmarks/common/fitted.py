@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common.paths import SPECS
+from benchmarks.common.paths import SPECS, relative
 
 MODELS = ("host", "host_contention", "python_prices", "power", "sharing", "nccl")
 """The models whose fitted constants live in these files (the kernel tables have their own formats)."""
@@ -58,3 +58,13 @@ def update_fitted(gpu: str, model: str, constants: dict[str, Any], sources: dict
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def write_fit(script: str, data: Path, gpu: str, model: str, constants: dict[str, Any], *, dry_run: bool,
+              specs_root: Path = SPECS) -> None:
+    """The end of a fit's `main`: unless `dry_run`, write `constants` with `script` on `data` as every one's source,
+    and say where."""
+    if dry_run:
+        return
+    source = f"{script} on {relative(data)}"
+    print(f"wrote {update_fitted(gpu, model, constants, {k: source for k in constants}, specs_root=specs_root)}")

@@ -24,8 +24,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common.fitted import update_fitted
-from benchmarks.common.paths import SPECS, relative
+from benchmarks.common.fitted import write_fit
+from benchmarks.common.paths import SPECS
 from benchmarks.host.fit_contention import uncontended_probe_us
 from benchmarks.host.fit_python_prices import DATA, mean_host_slowdown
 from benchmarks.host.summarize_python_profiles import C10D_LOGGER, Function, Profile, in_situ_ratio, is_c10d_api
@@ -95,10 +95,8 @@ def main() -> None:
     for name, mean in means.items():
         print(f"{name:34s} {mean / 1e3:7.1f} µs a c10d call at the mean host")
     print(f"collective_ns = {ns} (the median program)")
-    if a.dry_run:
-        return
-    source = f"benchmarks/host/fit_collective_calls.py on {relative(a.data)}"
-    print(f"wrote {update_fitted('h200', 'host', {'collective_ns': ns}, {'collective_ns': source}, specs_root=a.specs)}")
+    write_fit("benchmarks/host/fit_collective_calls.py", a.data, "h200", "host", {"collective_ns": ns},
+              dry_run=a.dry_run, specs_root=a.specs)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ import json
 import statistics
 from pathlib import Path
 
-from benchmarks.common.fitted import update_fitted
-from benchmarks.common.paths import SPECS, data_dir, relative
+from benchmarks.common.fitted import write_fit
+from benchmarks.common.paths import SPECS, data_dir
 from benchmarks.host.fit_contention import uncontended_probe_us
 from benchmarks.host.fit_python_prices import mean_host_slowdown
 from phantora.models.host import MMAP_THRESHOLD_BYTES, PAGE_BYTES
@@ -62,10 +62,8 @@ def main() -> None:
     constants = {"cpu_bytes_per_s": round(rate, -6), "cpu_page_fault_ns": round(fault_ns)}
     print(f"cpu_bytes_per_s = {rate / 1e9:.2f} GB/s, cpu_page_fault_ns = {fault_ns:.0f} at the mean host "
           f"(measured host {slower:.2f}x faster; one thread of {measured['cpus']} CPUs)")
-    if a.dry_run:
-        return
-    source = f"benchmarks/host/fit_cpu_tensor_ops.py on {relative(a.data)}"
-    print(f"wrote {update_fitted('h200', 'host', constants, {k: source for k in constants}, specs_root=a.specs)}")
+    write_fit("benchmarks/host/fit_cpu_tensor_ops.py", a.data, "h200", "host", constants, dry_run=a.dry_run,
+              specs_root=a.specs)
 
 
 if __name__ == "__main__":
