@@ -979,13 +979,12 @@ class ComputeModel:
         family = GEMM_TILE_FAMILY.get(mode, "simt")
         rule = c["tiles"][family]
         if g["grouped"]:  # PyTorch's CUTLASS kernel: one tile, no split of K (Note [Grouped GEMMs])
-            shapes = (grouped_gemm_tile(g["m"], g["n"], self.gpu.compute_capability),)
-            return choose_gemm_tiling(g["batch"], max(1, g["m"]), max(1, g["n"]), max(1, g["k"]), shapes,
-                                      float(rule["shape_c"]), float(c["split_k_min"]), 1, self.gpu.sm_count,
-                                      self._peak(mode), self.gpu.memory_bandwidth_bytes_per_s)
-        shapes = gemm_tile_shapes(tuple(rule["sides"]), tuple(rule["free"]), int(rule["max_area"]))
+            shapes, max_split = (grouped_gemm_tile(g["m"], g["n"], self.gpu.compute_capability),), 1
+        else:
+            shapes = gemm_tile_shapes(tuple(rule["sides"]), tuple(rule["free"]), int(rule["max_area"]))
+            max_split = int(c["max_split"])
         return choose_gemm_tiling(g["batch"], max(1, g["m"]), max(1, g["n"]), max(1, g["k"]), shapes,
-                                  float(rule["shape_c"]), float(c["split_k_min"]), int(c["max_split"]),
+                                  float(rule["shape_c"]), float(c["split_k_min"]), max_split,
                                   self.gpu.sm_count, self._peak(mode), self.gpu.memory_bandwidth_bytes_per_s)
 
     def _peak(self, mode: str) -> float:

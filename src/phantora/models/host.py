@@ -175,7 +175,8 @@ class HostConstants:
     fault in on first touch."""
 
     def scaled(self, factor: float) -> "HostConstants":
-        """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long)."""
+        """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long); a rate (a field
+        named `*_per_s`) divided by it."""
         if factor == 1.0:
             return self
         return HostConstants(**{f.name: _scaled(getattr(self, f.name), 1 / factor if f.name.endswith("_per_s") else factor)

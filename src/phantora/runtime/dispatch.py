@@ -506,13 +506,15 @@ class _Route:
     """What `HybridMode` asks of an op on every call, kept by the op's `id`: an `OpOverload` hashes in Python
     (`hash(self._op)`), so a set or dict lookup by the op costs a Python call each."""
 
-    __slots__ = ("func", "passthrough", "handler")
+    __slots__ = ("func", "passthrough", "handler", "moves_memory")
 
     def __init__(self, func: Any, handler: Handler | None) -> None:
         self.func = func
         """Held, so that no other op takes its `id` while this entry lives."""
         self.passthrough = func in _PASSTHROUGH
         self.handler = handler
+        self.moves_memory = type(func) is torch._ops.OpOverload and not op_traits(func).no_kernel
+        """Whether the op, on CPU tensors, reads or writes memory the host pays for (not a view or metadata op)."""
 
 
 class HybridMode(TorchDispatchMode):
@@ -587,8 +589,8 @@ class HybridMode(TorchDispatchMode):
             return NotImplemented  # Note [Ops from tensor subclasses]
         if not has_fake and not _wants_cuda(kwargs, flat):
             if any(isinstance(a, torch.Tensor) for a in flat):
-                return self._real_cpu_op(func, args, kwargs, flat)
-            return self._factory(func, args, kwargs)
+                return self._real_cpu_op(route, args, kwargs, flat)
+            return self._factory(route, args, kwargs)
         handler = route.handler
         if handler is not None:
             return handler(self, func, args, kwargs)
@@ -596,10 +598,10 @@ class HybridMode(TorchDispatchMode):
             args, kwargs = self._fake_foreign_inputs(args, kwargs)
         return self._run_fake_mode(func, args, kwargs)
 
-    def _real_cpu_op(self, func, args: tuple, kwargs: dict, flat: list) -> Any:
+    def _real_cpu_op(self, route: _Route, args: tuple, kwargs: dict, flat: list) -> Any:
         """An op on real CPU tensors runs for real; the host pays for the memory it moves."""
-        out = func(*args, **kwargs)
-        if type(func) is torch._ops.OpOverload and not op_traits(func).no_kernel:
+        out = route.func(*args, **kwargs)
+        if route.moves_memory:
             self.session.host_tensor_op(*host_tensor_bytes(flat, out))
         return out
 
@@ -682,19 +684,20 @@ class HybridMode(TorchDispatchMode):
         with self.recorder.suppress(), self.fake_mode:
             return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
-    def _factory(self, func, args: tuple, kwargs: dict) -> Any:
+    def _factory(self, route: _Route, args: tuple, kwargs: dict) -> Any:
         """A CPU factory: real if small, fake if large (see LARGE_HOST_FACTORY_NUMEL). Where its size is not in its
         arguments, the fake run tells it."""
+        func = route.func
         size = _factory_size(func, args, kwargs)
         if size is not None and all(isinstance(d, int) for d in size) and _numel(size) < LARGE_HOST_FACTORY_NUMEL:
-            return self._real_cpu_op(func, args, kwargs, [])
+            return self._real_cpu_op(route, args, kwargs, [])
         with self.recorder.suppress():
             out = self.run_fake(func, args, kwargs)
         if isinstance(out, torch.Tensor) and out.numel() >= LARGE_HOST_FACTORY_NUMEL:
-            if not op_traits(func).no_kernel:
+            if route.moves_memory:
                 self.session.host_tensor_op(*host_tensor_bytes([], out))
             return out
-        return self._real_cpu_op(func, args, kwargs, [])
+        return self._real_cpu_op(route, args, kwargs, [])
 
 
 def _factory_size(func, args: tuple, kwargs: dict) -> list | tuple | None:

@@ -328,8 +328,7 @@ class Session:
         (models/host.py Note [Tensor ops on the host])."""
         cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
         if cost:
-            with self.lock:
-                self._charge(cost)
+            self.host_work(cost)
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
