@@ -82,6 +82,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def forked_from_rank() -> bool:
+    """Whether this process was forked from a rank (a DataLoader worker, a fork-started pool): no simulated host,
+    so it must never touch the rank's session."""
+    return _forked
+
+
 def forked_as_rank() -> None:
     """This process was forked by the fork server to be a rank (runtime/zygote.py), not by a rank: it keeps the
     simulated clock."""

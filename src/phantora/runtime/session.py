@@ -26,6 +26,7 @@ from phantora.profiler.database import combined_database
 from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
 from phantora.protocol.symmetry import RankSymmetry
+from phantora.runtime.clock import forked_from_rank
 from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.runtime.memory_samples import MemorySamples
 from phantora.specs import profile_for
@@ -326,6 +327,11 @@ class Session:
     def host_tensor_op(self, moved_bytes: int, new_outputs: list[int]) -> None:
         """An op on CPU tensors read and wrote `moved_bytes`, allocating `new_outputs` (their sizes): host time only
         (models/host.py Note [Tensor ops on the host])."""
+        # Only the program's main thread, in the rank's own process, pays: a pin-memory thread works beside it, and
+        # a process forked from the rank (a DataLoader worker collating) must not touch the rank's session, whose
+        # lock the flusher thread may have held at the fork (the worker then waited on it for ever).
+        if forked_from_rank() or threading.current_thread() is not threading.main_thread():
+            return
         cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
         if cost:
             self.host_work(cost)
