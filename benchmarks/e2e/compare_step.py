@@ -3,8 +3,9 @@
 Real side: a profile written by `benchmarks/workloads/profile_step.py` (data/h200/e2e/step_profiles/), or
 converted by it from a program's own profiler traces (TorchTitan's: data/h200/e2e/step_profiles/runs/2026-11-22-19/).
 Simulated side: a Phantora `trace.json` of the same configuration; its last whole step is the work
-launched between the last two device synchronizations that waited for the GPU (the scripts
-synchronize before and after every step). Prints, per rank: the step's GPU span, time per kernel
+launched between the ends of the last two optimizer steps the rank marked (`rank<R>/steps.jsonl` beside the
+trace: config/steps.py), whatever the program synchronizes inside a step (Megatron-core does). Prints, per
+rank: the step's GPU span, time per kernel
 class (GPU time of its kernels, summed), NCCL time per collective, and how much compute ran while
 NCCL kernels ran.
 
@@ -28,6 +29,8 @@ import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from phantora.reports.steps import load_step_marks
 
 # Real kernel names -> Phantora's kernel classes (first match wins).
 REAL_CLASSES = [
@@ -105,26 +108,17 @@ def held_sms(path: Path, min_bytes: int = 1 << 20) -> None:
 
 def last_step_kernels(trace: Path, rank: int) -> list[dict]:
     """The GPU events (kernels, copies, NCCL operations) that `rank` launched in its last whole step of a
-    Phantora trace: between its last two device synchronizations that waited (the scripts synchronize
-    before and after every step), or, for a program that does not (TorchTitan), between the ends of its
-    last two whole optimizer steps."""
+    Phantora trace: between the ends of its last two optimizer steps (the step marks beside the trace)."""
+    marks = load_step_marks(trace.parent, rank)
+    if len(marks) < 2:
+        raise SystemExit(f"{trace.parent}: rank {rank} marked fewer than two optimizer steps "
+                         f"(rank{rank}/steps.jsonl): no whole step to compare")
+    lo, hi = marks[-2] / 1e3, marks[-1] / 1e3  # the trace's times are µs
     events = json.loads(trace.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
-    mine = [e for e in events if e.get("pid") == rank and e.get("ph") == "X"]
-    waits = sorted(e["ts"] + e["dur"] for e in mine if e.get("name") == "cudaDeviceSynchronize" and e.get("dur", 0) > 0)
-    if len(waits) < 2:
-        waits = optimizer_step_ends(mine)[:-1]  # the last optimizer step may be the run's end, cut short
-    if len(waits) < 2:
-        raise SystemExit(f"{trace}: rank {rank} has neither two waiting device synchronizations nor two optimizer steps")
-    lo, hi = waits[-2], waits[-1]
-    return [e for e in mine if e.get("cat") not in ("host_blocked", "nccl_wait")
+    return [e for e in events if e.get("pid") == rank and e.get("ph") == "X"
+            and e.get("cat") not in ("host_blocked", "nccl_wait")
             and lo < e.get("args", {}).get("launch_us", e["ts"]) <= hi]
-
-
-def optimizer_step_ends(events: list[dict], gap_us: float = 100e3) -> list[float]:
-    """Launch times of the last optimizer (foreach) kernel of each step: runs of them apart by more than `gap_us`."""
-    launches = sorted(e["args"].get("launch_us", e["ts"]) for e in events if e.get("cat") == "foreach")
-    return [t for t, after in zip(launches, [*launches[1:], float("inf")]) if after - t > gap_us]
 
 
 def load_simulated(trace: Path, rank: int) -> list[tuple[str, str, int, float, float]]:
