@@ -27,6 +27,8 @@ all-reduce its own `by_op` pair):
   kernel, so simulated time is linear in it: one step lands on it, and fit_all's next round confirms it.
 - `nccl_channels`: NCCL's thread blocks per ring-collective kernel of at least 1 MiB, the most common grid: NCCL's
   launch size for this node, read off its kernels, not fitted.
+- `p2p_channels_per_peer`: NCCL's thread blocks per peer of its point-to-point (SendRecv) kernels, the largest power
+  of two within their most common grid, read off them the same way.
 Factors are kept to 0.01 and the gap to 10 ns, finer than their rank-to-rank spread, so a refit that sees the same
 data writes the same file. The network model's constants are the shipped ones (specs/<gpu>/nccl.json).
 """
@@ -260,6 +262,24 @@ def nccl_channels(traces: list[Path] | None = None) -> tuple[int, str]:
     return channels, f"{count} of {sum(blocks.values())} kernels have {channels} blocks"
 
 
+def p2p_channels_per_peer(traces: list[Path] | None = None) -> tuple[int, str]:
+    """NCCL's point-to-point channels per peer: the largest power of two (NCCL rounds its channels per peer to one)
+    within the most common grid of the SendRecv kernels in profiler traces (default: the fitting set's in
+    KERNEL_GRIDS: context parallelism's permutations, whose 17 blocks are the peer's 16 and one for the empty part
+    a rank keeps)."""
+    blocks: Counter[int] = Counter()
+    for path in traces if traces is not None else fitting_traces():
+        for e in gpu_events(path):
+            if e["name"].startswith("ncclDevKernel_SendRecv"):
+                grid = e["args"]["grid"]
+                blocks[grid[0] * grid[1] * grid[2]] += 1
+    if not blocks:
+        raise SystemExit(f"{relative(KERNEL_GRIDS)}: no point-to-point (SendRecv) kernel")
+    grid, count = blocks.most_common(1)[0]
+    per_peer = 1 << (grid.bit_length() - 1)
+    return per_peer, f"{count} of {sum(blocks.values())} SendRecv kernels have {grid} blocks: {per_peer} per peer"
+
+
 # --- the fit ----------------------------------------------------------------------------------------------------
 def profile_paths(group: Group) -> str:
     return ", ".join(relative(STEP_PROFILES / config) for config in group.configs)
@@ -279,10 +299,11 @@ def fit(work: Path) -> tuple[dict, dict]:
               f"({'; '.join(lines)})")
     gap, gap_note = kernel_gap_ns(shipped.kernel_gap_ns, work)
     channels, channels_note = nccl_channels()
-    print(f"kernel gap: {gap_note}\nnccl channels: {channels_note}")
+    per_peer, per_peer_note = p2p_channels_per_peer()
+    print(f"kernel gap: {gap_note}\nnccl channels: {channels_note}\np2p channels: {per_peer_note}")
     script = "benchmarks/collectives/fit_sharing.py"
     constants = {"compute_slowdown": factors[""][0], "nccl_slowdown": factors[""][1], "kernel_gap_ns": gap,
-                 "nccl_channels": channels,
+                 "nccl_channels": channels, "p2p_channels_per_peer": per_peer,
                  "by_op": {op: {"compute_slowdown": factors[op][0], "nccl_slowdown": factors[op][1]} for op in BY_OP}}
     sources = {
         "compute_slowdown": f"{script} on {profile_paths(DEFAULT)} (compute kernels beside FSDP2's all-gathers "
@@ -292,7 +313,9 @@ def fit(work: Path) -> tuple[dict, dict]:
         "by_op": f"{script} on {', '.join(profile_paths(g) for g in BY_OP.values())} (the same, per operation)",
         "kernel_gap_ns": f"{script} on {relative(TIMELINE)} (the backward per layer)",
         "nccl_channels": f"{script} on {relative(KERNEL_GRIDS)} (NCCL's blocks per large all-gather and "
-                         "reduce-scatter kernel: read, not fitted)"}
+                         "reduce-scatter kernel: read, not fitted)",
+        "p2p_channels_per_peer": f"{script} on {relative(KERNEL_GRIDS)} (NCCL's blocks per peer of the "
+                                 "SendRecv kernels: read, not fitted)"}
     return constants, sources
 
 

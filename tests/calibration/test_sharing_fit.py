@@ -56,10 +56,20 @@ def test_nccl_channels_are_the_most_common_grid_of_large_all_gathers_and_reduce_
     assert fit.nccl_channels([trace])[0] == 24
 
 
+def test_p2p_channels_per_peer_are_the_power_of_two_within_the_most_common_sendrecv_grid(tmp_path):
+    trace = tmp_path / "rank0.trace.json.gz"
+    events = [*[kernel("ncclDevKernel_SendRecv(x)", [17, 1, 1], 0)] * 3, kernel("ncclDevKernel_SendRecv(x)", [2, 1, 1], 0),
+              kernel("ncclDevKernel_AllGather_RING_LL(x)", [24, 1, 1], 1 << 22)]
+    with gzip.open(trace, "wt") as out:
+        json.dump({"traceEvents": events}, out)
+    assert fit.p2p_channels_per_peer([trace])[0] == 16
+
+
 @pytest.mark.slow
 def test_the_shipped_nccl_channels_are_what_torchtitans_kernel_traces_show():
     """Slow for its data (four 10 MB traces), not for a simulation."""
     assert fit.nccl_channels()[0] == SHIPPED.nccl_channels == 24
+    assert fit.p2p_channels_per_peer()[0] == SHIPPED.p2p_channels_per_peer == 16
 
 
 @pytest.mark.parametrize("op", ["", "all_reduce"])

@@ -30,7 +30,9 @@ Held SMs: NCCL's kernels for every large collective in the TorchTitan profiles o
 data/h200/e2e/frameworks/profiles have 24 blocks of 103,808 B of shared memory (read by the same fit), and the GEMMs
 beside them (cuBLAS's persistent nvjet kernels, one 188-213 KB block per SM) cannot share an SM with one. The same
 GEMM took 1.22-1.24 ms alone and 1.42-1.45 ms while an all-gather or reduce-scatter of its GPU waited for a
-late peer (132/108 = 1.22); docs/models/sharing.md.
+late peer (132/108 = 1.22); docs/models/sharing.md. A send/recv's kernel holds its peer's point-to-point channels
+the same way (`p2p_channels_per_peer`, 16 blocks of the same shared memory in every profile): in the pipeline-parallel
+profiles a GEMM beside a waiting send/recv took 1.13-1.27x its time alone.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class GpuSharing:
     factors differ from the two above."""
     nccl_channels: int = 0
     """SMs a large NCCL kernel holds: its channels, one thread block each (0: none held)."""
+    p2p_channels_per_peer: int = 0
+    """SMs a point-to-point NCCL kernel (a send/recv pair) holds for its peer: NCCL's channels per peer, one thread
+    block each (0: none held)."""
     sm_count: int = 0
     """The GPU's SMs (its spec's `sm_count`; set when the profile is read)."""
     kernel_gap_ns: int = 0
@@ -66,8 +71,10 @@ class GpuSharing:
             raise ValueError(f"slowdown factors must be >= 1, got {self}")
         if self.kernel_gap_ns < 0:
             raise ValueError(f"kernel_gap_ns must be >= 0, got {self.kernel_gap_ns}")
-        if self.nccl_channels < 0 or self.sm_count < 0 or (self.sm_count and self.nccl_channels >= self.sm_count):
-            raise ValueError(f"nccl_channels must be >= 0 and below sm_count, got {self.nccl_channels} of {self.sm_count}")
+        for name in ("nccl_channels", "p2p_channels_per_peer"):
+            channels = getattr(self, name)
+            if channels < 0 or self.sm_count < 0 or (self.sm_count and channels >= self.sm_count):
+                raise ValueError(f"{name} must be >= 0 and below sm_count, got {channels} of {self.sm_count}")
 
     def compute_factor(self, op: str) -> float:
         """Duration factor of a compute kernel that starts while network operation `op` of its GPU is in flight."""
@@ -77,13 +84,20 @@ class GpuSharing:
         """Duration factor of a GEMM or attention kernel that starts while the NCCL kernel of network operation
         `op` of `size_bytes` (nccl-tests' size) holds SMs of its GPU. NCCL gives a small operation fewer
         channels: one per `NCCL_CHANNEL_MIN_BYTES`, as its tuning does for the Simple protocol (64 B per
-        thread, 512 threads). Point-to-point kernels (all-to-all, send/recv) run on fewer, unmeasured
-        channels: they hold none here."""
-        if not self.nccl_channels or op not in RING_COLLECTIVES:
+        thread, 512 threads). A send/recv runs on its peer's p2p channels, one per `NCCL_P2P_CHUNK_BYTES` up to
+        `p2p_channels_per_peer`. An all-to-all's channels depend on how much goes to each peer (a permutation sends
+        to one, an expert exchange to all), which the network operation does not say: it holds none here."""
+        if op in RING_COLLECTIVES:
+            most, per_channel = self.nccl_channels, NCCL_CHANNEL_MIN_BYTES
+        elif op == "send_recv":
+            most, per_channel = self.p2p_channels_per_peer, NCCL_P2P_CHUNK_BYTES
+        else:
+            return 1.0
+        if not most:
             return 1.0
         if not self.sm_count:
             raise ValueError("held SMs need the GPU's sm_count (the device profile sets it)")
-        channels = min(self.nccl_channels, max(1, math.ceil(size_bytes / NCCL_CHANNEL_MIN_BYTES)))
+        channels = min(most, max(1, math.ceil(size_bytes / per_channel)))
         return self.sm_count / (self.sm_count - channels)
 
     def nccl_factors(self) -> dict[str, float]:
@@ -96,6 +110,10 @@ RING_COLLECTIVES = frozenset({"all_reduce", "all_gather", "reduce_scatter", "bro
 
 NCCL_CHANNEL_MIN_BYTES = 64 * 512
 """Bytes below which NCCL drops a channel (src/enqueue.cc: nBytes < channels x threads x threadThreshold)."""
+
+NCCL_P2P_CHUNK_BYTES = 512 << 10
+"""A point-to-point channel's chunk over NVLink (NCCL_P2P_NVL_CHUNKSIZE's default): a send/recv smaller than a
+chunk per channel runs on fewer channels."""
 
 NO_SHARING = GpuSharing()
 """Compute and communication as if each had the GPU to itself."""

@@ -691,8 +691,19 @@ def test_a_small_nccl_operation_holds_fewer_sms():
     sharing = GpuSharing(nccl_channels=24, sm_count=132)
     assert sharing.held_sm_factor("all_gather", 1 << 30) == pytest.approx(132 / 108)
     assert sharing.held_sm_factor("all_reduce", 8192) == pytest.approx(132 / 131)  # NCCL runs it on one channel
-    assert sharing.held_sm_factor("send_recv", 1 << 30) == 1.0  # point-to-point channels: not measured
+    assert sharing.held_sm_factor("send_recv", 1 << 30) == 1.0  # no point-to-point channels given
     assert GpuSharing().held_sm_factor("all_gather", 1 << 30) == 1.0
+
+
+def test_a_send_recv_holds_its_peers_point_to_point_channels():
+    """A pipeline stage's send/recv waits for its peer on NCCL's channels per peer (16 blocks on an H200), fewer
+    for a transfer of fewer chunks; an all-to-all, whose channels follow its split sizes, holds none."""
+    sharing = GpuSharing(nccl_channels=24, p2p_channels_per_peer=16, sm_count=132)
+    assert sharing.held_sm_factor("send_recv", 64 << 20) == pytest.approx(132 / 116)
+    assert sharing.held_sm_factor("send_recv", 1 << 20) == pytest.approx(132 / 130)  # two 512 KiB chunks
+    assert sharing.held_sm_factor("all_to_all", 64 << 20) == 1.0
+    with pytest.raises(ValueError, match="p2p_channels_per_peer must be"):
+        GpuSharing(p2p_channels_per_peer=132, sm_count=132)
     with pytest.raises(ValueError, match="below sm_count"):
         GpuSharing(nccl_channels=132, sm_count=132)
 
