@@ -39,7 +39,9 @@ Note [Hybrid dispatch]), and the host pays for the memory they move: a DataLoade
 samples and `pin_memory()` copies the batch again; Megatron-core's GPT datasets give each sample a 2048 x 2048
 attention mask, 8 MiB a micro-batch of two, which took about 3 ms of every micro-batch on the real host. Such an
 op costs its bytes read and written over `cpu_bytes_per_s`, one thread's copy rate, plus `cpu_page_fault_ns` per
-page of a new output above glibc's mmap threshold. Views and metadata ops move nothing. The rate is a copy's:
+page of a new output above glibc's mmap threshold. Views and metadata ops move nothing. Only the program's main
+thread pays (runtime/session.py `host_tensor_op`): DataLoader workers collate in processes of their own, and a
+pin-memory thread pins beside the training loop. The rate is a copy's:
 an op that computes more than it moves (a causal mask's `tril` on bools, 7-13x slower) is under-charged.
 """
 
