@@ -58,7 +58,8 @@ def test_nccl_channels_are_the_most_common_grid_of_large_all_gathers_and_reduce_
 
 def test_p2p_channels_per_peer_are_the_power_of_two_within_the_most_common_sendrecv_grid(tmp_path):
     trace = tmp_path / "rank0.trace.json.gz"
-    events = [*[kernel("ncclDevKernel_SendRecv(x)", [17, 1, 1], 0)] * 3, kernel("ncclDevKernel_SendRecv(x)", [2, 1, 1], 0),
+    events = [*[kernel("ncclDevKernel_SendRecv(x)", [17, 1, 1], 0)] * 3,  # a permutation: the peer's 16, 1 for self
+              kernel("ncclDevKernel_SendRecv(x)", [2, 1, 1], 0),
               kernel("ncclDevKernel_AllGather_RING_LL(x)", [24, 1, 1], 1 << 22)]
     with gzip.open(trace, "wt") as out:
         json.dump({"traceEvents": events}, out)

@@ -31,8 +31,8 @@ data/h200/e2e/frameworks/profiles have 24 blocks of 103,808 B of shared memory (
 beside them (cuBLAS's persistent nvjet kernels, one 188-213 KB block per SM) cannot share an SM with one. The same
 GEMM took 1.22-1.24 ms alone and 1.42-1.45 ms while an all-gather or reduce-scatter of its GPU waited for a
 late peer (132/108 = 1.22); docs/models/sharing.md. A send/recv's kernel holds its peer's point-to-point channels
-the same way (`p2p_channels_per_peer`, 16 blocks of the same shared memory in every profile): in the pipeline-parallel
-profiles a GEMM beside a waiting send/recv took 1.13-1.27x its time alone.
+the same way (`p2p_channels_per_peer`: 16 blocks of the same shared memory per peer in every profile): in the
+pipeline-parallel profiles a GEMM beside a waiting send/recv took 1.13-1.27x its time alone.
 """
 
 from __future__ import annotations

@@ -693,6 +693,8 @@ def test_a_small_nccl_operation_holds_fewer_sms():
     assert sharing.held_sm_factor("all_reduce", 8192) == pytest.approx(132 / 131)  # NCCL runs it on one channel
     assert sharing.held_sm_factor("send_recv", 1 << 30) == 1.0  # no point-to-point channels given
     assert GpuSharing().held_sm_factor("all_gather", 1 << 30) == 1.0
+    with pytest.raises(ValueError, match="below sm_count"):
+        GpuSharing(nccl_channels=132, sm_count=132)
 
 
 def test_a_send_recv_holds_its_peers_point_to_point_channels():
@@ -704,8 +706,6 @@ def test_a_send_recv_holds_its_peers_point_to_point_channels():
     assert sharing.held_sm_factor("all_to_all", 64 << 20) == 1.0
     with pytest.raises(ValueError, match="p2p_channels_per_peer must be"):
         GpuSharing(p2p_channels_per_peer=132, sm_count=132)
-    with pytest.raises(ValueError, match="below sm_count"):
-        GpuSharing(nccl_channels=132, sm_count=132)
 
 
 def test_a_kernel_beside_an_operation_with_its_own_factor_is_slowed_by_that_factor():

@@ -75,8 +75,8 @@ def test_the_h200_profile_holds_the_constants_the_models_were_fitted_with():
     h200 = load_profile("h200")
     assert h200.power.value == PowerCap(cap_w=700.0, idle_w=184.0, pj_per_tensor_flop=0.827, pj_per_byte=120.0)
     assert h200.sharing.value == GpuSharing(compute_slowdown=1.38, nccl_slowdown=1.49, kernel_gap_ns=890,
-                                            by_op=(("all_reduce", 1.29, 1.54),), nccl_channels=24, p2p_channels_per_peer=16,
-                                            sm_count=132)
+                                            by_op=(("all_reduce", 1.29, 1.54),), nccl_channels=24,
+                                            p2p_channels_per_peer=16, sm_count=132)
     nccl = h200.nccl.value
     expected = NcclTuning(
         launch_overhead_ns=31_000,
