@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,16 +247,24 @@ def fitting_traces() -> list[Path]:
     return [path for path in sorted(KERNEL_GRIDS.glob("*.trace.json.gz")) if path.name.split(".rank")[0] in fitting]
 
 
-def nccl_channels(traces: list[Path] | None = None) -> tuple[int, str]:
-    """The most common grid of the all-gather and reduce-scatter kernels of at least MIN_GRID_BYTES in profiler
-    traces (default: the fitting set's in KERNEL_GRIDS, TorchTitan's)."""
+def kernel_grids(traces: list[Path] | None, wanted: Callable[[dict], bool]) -> Counter[int]:
+    """How many of the `wanted` GPU kernels of profiler traces (default: the fitting set's in KERNEL_GRIDS) have each
+    grid size (thread blocks)."""
     blocks: Counter[int] = Counter()
     for path in traces if traces is not None else fitting_traces():
         for e in gpu_events(path):
-            args = e["args"]
-            if (e["name"].startswith("ncclDevKernel") and real_op(e["name"]) in ("all_gather", "reduce_scatter")
-                    and args.get("In msg nelems", 0) * 2 >= MIN_GRID_BYTES):
-                blocks[args["grid"][0] * args["grid"][1] * args["grid"][2]] += 1
+            if wanted(e):
+                grid = e["args"]["grid"]
+                blocks[grid[0] * grid[1] * grid[2]] += 1
+    return blocks
+
+
+def nccl_channels(traces: list[Path] | None = None) -> tuple[int, str]:
+    """The most common grid of the all-gather and reduce-scatter kernels of at least MIN_GRID_BYTES in profiler
+    traces (default: the fitting set's in KERNEL_GRIDS, TorchTitan's)."""
+    blocks = kernel_grids(traces, lambda e: e["name"].startswith("ncclDevKernel")
+                          and real_op(e["name"]) in ("all_gather", "reduce_scatter")
+                          and e["args"].get("In msg nelems", 0) * 2 >= MIN_GRID_BYTES)
     if not blocks:
         raise SystemExit(f"{relative(KERNEL_GRIDS)}: no large all-gather or reduce-scatter kernel")
     channels, count = blocks.most_common(1)[0]
@@ -267,12 +276,7 @@ def p2p_channels_per_peer(traces: list[Path] | None = None) -> tuple[int, str]:
     within the most common grid of the SendRecv kernels in profiler traces (default: the fitting set's in
     KERNEL_GRIDS: context parallelism's permutations, whose 17 blocks are the peer's 16 and one for the empty part
     a rank keeps)."""
-    blocks: Counter[int] = Counter()
-    for path in traces if traces is not None else fitting_traces():
-        for e in gpu_events(path):
-            if e["name"].startswith("ncclDevKernel_SendRecv"):
-                grid = e["args"]["grid"]
-                blocks[grid[0] * grid[1] * grid[2]] += 1
+    blocks = kernel_grids(traces, lambda e: e["name"].startswith("ncclDevKernel_SendRecv"))
     if not blocks:
         raise SystemExit(f"{relative(KERNEL_GRIDS)}: no point-to-point (SendRecv) kernel")
     grid, count = blocks.most_common(1)[0]

@@ -19,9 +19,10 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable
+
+from phantora.runtime.clock import forked_from_rank
 
 if TYPE_CHECKING:
     from phantora.models.host import HostModel
@@ -37,10 +38,9 @@ def install_python_costs(session: Session) -> None:
     from torch.utils.data import dataloader
 
     host = session.host
-    pid = os.getpid()
 
     def charge(ns: int) -> None:
-        if os.getpid() == pid:
+        if not forked_from_rank():
             session.host_work(ns)
 
     def module_call(mod, args) -> None:
@@ -56,7 +56,7 @@ def install_python_costs(session: Session) -> None:
                    lambda mod: charge(host.zero_grad_ns(sum(1 for _ in mod.parameters()))))
     _charge_before(clip_grad, "_get_total_norm", lambda *args: charge(host.grad_norm_ns()))
     def next_batch(it) -> None:
-        if os.getpid() == pid:
+        if not forked_from_rank():
             session.host_work(host.dataloader_next_ns())
             session.thread_steal_ns(host.dataloader_contention_ns())
 
