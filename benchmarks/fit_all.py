@@ -62,6 +62,8 @@ FITS = (
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
+    Fit("host_compiled", "benchmarks.host.fit_compiled", ("host/compiled", "e2e/timelines"), ("--simulate",),
+        simulates=True),
     Fit("python_prices", "benchmarks.host.fit_python_prices", ("host/python_profiles", "e2e/timelines")),
     Fit("power", "benchmarks.power.fit", ("power/nvml",), gpus=None),
 )

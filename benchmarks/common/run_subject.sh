@@ -25,7 +25,7 @@ leaf() {
 meta() {
   local dir=$1 script=$2
   shift 2
-  python3 -m benchmarks.common.env "$dir" --script "$script" --argv "$*" > /dev/null
+  python3 -m benchmarks.common.env "$dir" --script "$script" --argv="$*" > /dev/null
 }
 
 # `host_probes LABEL FILE` runs the host-speed probe alone, then in four processes at once (one per GPU), and

@@ -10,6 +10,8 @@
 #   autograd_calls           the same with autograd, backward chains, autocast (measure_autograd_calls.py)
 #   launch_bound             the launch-bound workloads and their variants, phase by phase (measure_launch_bound.py;
 #                            ARGS go to it, e.g. --only A,B,A,B --no-extras for an interleaved rerun)
+#   compiled                 the torch.compile'd launch-bound variants, phase by phase, with a host probe before and
+#                            after (measure_launch_bound.py --compiled; ARGS go to it)
 #   phases                   a host-bound llama step split into forward, backward, clip, optimizer (measure_phases.py)
 #   library_calls CONFIGS    each library call's exclusive host time in the ground-truth commands (profile_steps.py
 #                            --host-calls; CONFIGS: comma-separated configuration names)
@@ -44,6 +46,13 @@ case $what in
     python3 -m benchmarks.host.measure_launch_bound --out "$dir/launch_bound.json" "$@" 2>&1 | grep -v USDT \
         | tee "$dir/launch_bound.log"
     meta "$dir" benchmarks/host/measure_launch_bound.py "$@" ;;
+  compiled)
+    dir=$(leaf host compiled)
+    host_probes "compiled start" "$dir/lease_probes.jsonl"
+    python3 -m benchmarks.host.measure_launch_bound --compiled --out "$dir/launch_bound.json" "$@" 2>&1 \
+        | grep -v USDT | tee "$dir/log.txt"
+    host_probes "compiled end" "$dir/lease_probes.jsonl"
+    meta "$dir" benchmarks/host/measure_launch_bound.py --compiled "$@" ;;
   phases)
     dir=$(leaf host phases)
     OUT=$dir python3 -m benchmarks.host.measure_phases 2>&1 | grep -v USDT | tee "$dir/log.txt"

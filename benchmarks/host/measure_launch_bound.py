@@ -14,6 +14,7 @@ Runs unchanged under `phantora run` (profiler and call counts skipped there), so
 phases can be compared with the real ones:
 
     python -m benchmarks.host.measure_launch_bound                      # on the H200, writes $OUT/launch_bound.json
+    python -m benchmarks.host.measure_launch_bound --compiled           # the torch.compile'd variants
     phantora run --gpu h200 -- python -m benchmarks.host.measure_launch_bound --out /tmp/sim.json
 """
 
@@ -104,7 +105,13 @@ class CallCounter:
         sys.setprofile(None)
 
 
-def nanogpt_setup(layers=4, d=256, heads=4, vocab=50304, block=256, batch=4, loader="workers2", fused=True):
+def compiled(model: torch.nn.Module, mode: str | None) -> torch.nn.Module:
+    """`torch.compile(model, mode=mode)` as the workload scripts do, or the model itself for mode None."""
+    return model if mode is None else torch.compile(model, mode=mode)
+
+
+def nanogpt_setup(layers=4, d=256, heads=4, vocab=50304, block=256, batch=4, loader="workers2", fused=True,
+                  compile=None):
     mod = load("nanogpt_train")
     torch.manual_seed(1337)
     model = mod.GPT(vocab, block, layers, d, heads).to(DEV)
@@ -124,6 +131,7 @@ def nanogpt_setup(layers=4, d=256, heads=4, vocab=50304, block=256, batch=4, loa
                         pin_memory=loader != "workers2_nopin", shuffle=True)
         batches = iter(dl)
     params = list(model.parameters())
+    model = compiled(model, compile)
 
     def step(m, amp: bool):
         nonlocal x, y
@@ -148,7 +156,8 @@ def nanogpt_setup(layers=4, d=256, heads=4, vocab=50304, block=256, batch=4, loa
     return step, len(params)
 
 
-def llama_setup(dim=512, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=1536, vocab=32000, seq=512, batch=2):
+def llama_setup(dim=512, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=1536, vocab=32000, seq=512, batch=2,
+                compile=None):
     mod = load("llama_train")
     a = argparse.Namespace(dim=dim, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads, ffn_dim=ffn_dim,
                            vocab=vocab, seq=seq, batch=batch)
@@ -160,6 +169,8 @@ def llama_setup(dim=512, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=1536, voca
         for prm in model.parameters():
             prm.normal_(0, 0.02)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    n_params = len(list(model.parameters()))
+    model = compiled(model, compile)
 
     def step(m, amp: bool):
         idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1), device=DEV)
@@ -179,7 +190,7 @@ def llama_setup(dim=512, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=1536, voca
         m.mark("zero")
         return loss, norm
 
-    return step, len(list(model.parameters()))
+    return step, n_params
 
 
 VARIANTS = {
@@ -205,8 +216,22 @@ VARIANTS = {
                                      "vocab": 1024, "seq": 64, "batch": 1}, True),
     "llama_phases8": (llama_setup, {"dim": 384, "n_layers": 8, "n_heads": 24, "n_kv_heads": 8, "ffn_dim": 512,
                                     "vocab": 1024, "seq": 64, "batch": 1}, True),
+    # torch.compile'd models (data/h200/host/compiled/): one forward and one backward graph a step, whose kernel
+    # count grows with the layers; "reduce-overhead" replays each graph as a CUDA graph
+    "nano_compiled_L1": (nanogpt_setup, {"loader": "none", "layers": 1, "compile": "default"}, True),
+    "nano_compiled": (nanogpt_setup, {"loader": "none", "compile": "default"}, True),
+    "nano_compiled_L12": (nanogpt_setup, {"loader": "none", "layers": 12, "compile": "default"}, True),
+    "nano_cudagraphs_L1": (nanogpt_setup, {"loader": "none", "layers": 1, "compile": "reduce-overhead"}, True),
+    "nano_cudagraphs": (nanogpt_setup, {"loader": "none", "compile": "reduce-overhead"}, True),
+    "nano_cudagraphs_L12": (nanogpt_setup, {"loader": "none", "layers": 12, "compile": "reduce-overhead"}, True),
+    "llama_compiled_L1": (llama_setup, {"n_layers": 1, "compile": "default"}, True),
+    "llama_compiled": (llama_setup, {"compile": "default"}, True),
+    "llama_compiled_L12": (llama_setup, {"n_layers": 12, "compile": "default"}, True),
 }
-DEFAULT_VARIANTS = [n for n in VARIANTS if n not in ("llama_phases16", "llama_phases8", "nano_pinned", "nano_w2_nopin")]
+COMPILED_VARIANTS = [n for n, (_, kwargs, _) in VARIANTS.items() if kwargs.get("compile")]
+"""The variants measured in data/h200/host/compiled/."""
+DEFAULT_VARIANTS = [n for n in VARIANTS if n not in ("llama_phases16", "llama_phases8", "nano_pinned", "nano_w2_nopin",
+                                                      *COMPILED_VARIANTS)]
 """The variants measured in data/h200/host/launch_bound/ (the default list)."""
 
 
@@ -216,13 +241,22 @@ def profile_step(step, amp: bool) -> dict:
 
     m = Marks()
     m.start()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    with profile(activities=activities) as prof:
         step(m, amp)
         sync()
     top = collections.defaultdict(lambda: [0, 0.0])
     by_thread = collections.Counter()
     autograd_nodes = collections.Counter()
+    launches = collections.Counter()
+    """CUDA runtime and driver calls that launch work (cudaLaunchKernel, cuLaunchKernel[Ex], cudaGraphLaunch, ...)."""
+    kernels = collections.Counter()
+    """Kernels the GPU ran: Triton's (Inductor's generated code) and the others."""
     for e in prof.events():
+        if "Launch" in e.name and not e.name.startswith(("aten::", "autograd::")):
+            launches[e.name] += 1
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            kernels["triton" if e.name.startswith("triton_") else "other"] += 1
         if e.name.startswith("autograd::engine::evaluate_function"):
             autograd_nodes["n"] += 1
             autograd_nodes["us"] += e.cpu_time_total
@@ -231,6 +265,7 @@ def profile_step(step, amp: bool) -> dict:
             top[e.name][1] += e.cpu_time_total
             by_thread[str(e.thread)] += e.cpu_time_total
     return {"phases_under_profiler": [(p, round(w * 1e6, 1)) for p, w, *_ in m.rows],
+            "launches": dict(launches), "kernels": dict(kernels),
             "top_level_aten_us_by_thread": dict(by_thread), "autograd_nodes": dict(autograd_nodes),
             "top_level_aten": {k: [v[0], round(v[1], 1)] for k, v in sorted(top.items(), key=lambda kv: -kv[1][1])}}
 
@@ -258,6 +293,12 @@ def run_variant(name: str, steps: int, warmup: int, extras: bool = True) -> dict
            "gc_ms_total": round(sum(r[3] for row in rows for r in row) * 1e3, 3),
            "gc_collections": sum(r[4] for row in rows for r in row)}
     out["step_ms_median"] = statistics.median(out["step_ms"])
+    if kwargs.get("compile"):  # the graphs Dynamo made and the kernels Inductor generated, over all steps
+        from torch._dynamo.utils import counters
+        from torch._inductor import metrics
+
+        out["dynamo"] = {k: dict(counters[k]) for k in ("stats", "graph_break") if counters[k]}
+        out["inductor_generated_kernels"] = metrics.generated_kernel_count
     if extras and not SIMULATED:
         counter = CallCounter()
 
@@ -271,7 +312,7 @@ def run_variant(name: str, steps: int, warmup: int, extras: bool = True) -> dict
         counter.stop()
         sync()
         out["calls"] = {p: dict(c) for p, c in counter.counts.items()}
-        if name in ("nano_script", "nano_noloader", "llama_script"):
+        if name in ("nano_script", "nano_noloader", "llama_script", *COMPILED_VARIANTS):
             out["profile"] = profile_step(step, amp)
     return out
 
@@ -281,12 +322,19 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated variants, in this order (repeats allowed)")
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--compiled", action="store_true", help="the torch.compile'd variants (COMPILED_VARIANTS) by default")
     p.add_argument("--no-extras", action="store_true", help="skip the call counts and the profiled step")
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_bound.json"))
     a = p.parse_args()
     if not SIMULATED:  # a simulated run is no measurement: it must not overwrite the measurement's meta.json
         write_meta(os.path.dirname(os.path.abspath(a.out)), __file__)
-    names = [n for n in a.only.split(",") if n] or DEFAULT_VARIANTS
+    names = [n for n in a.only.split(",") if n] or (COMPILED_VARIANTS if a.compiled else DEFAULT_VARIANTS)
+    env = {"torch": torch.__version__, "python": sys.version.split()[0], "simulated": SIMULATED,
+           "cpu_count": os.cpu_count()}
+    try:
+        env["cpu"] = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
     results = []
     for name in names:
         t0 = time.monotonic()
@@ -295,14 +343,8 @@ def main() -> None:
         results.append(r)
         print(json.dumps({k: r[k] for k in ("name", "step_ms_median", "phase_ms_median", "phase_cpu_ms_median",
                                             "gc_ms_total", "gc_collections")}), flush=True)
-    env = {"torch": torch.__version__, "python": sys.version.split()[0], "simulated": SIMULATED,
-           "cpu_count": os.cpu_count()}
-    try:
-        env["cpu"] = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    with open(a.out, "w") as f:
-        json.dump({"env": env, "variants": results}, f)
+        with open(a.out, "w") as f:  # after each variant: a run cut short keeps what it measured
+            json.dump({"env": env, "variants": results}, f)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ import pytest
 
 from conftest import SCRIPTS
 
+from phantora.specs import load_profile
+
 pytestmark = pytest.mark.slow
 
 
@@ -54,3 +56,15 @@ def test_blocks_compiled_one_by_one_take_inputs_that_require_grad(phantora):
     assert run.code == 0, run.stderr
     assert run.tagged_json("BLOCKS") == {"grad": [512, 128]}
     assert run.summary["compile"]["regions"] >= 1 and run.summary["compile"]["eager_regions"] == {}
+
+
+def test_a_compiled_call_costs_its_call_its_inputs_and_each_kernel_it_launches(phantora):
+    """models/host.py `compiled_*_ns`: Inductor's generated code launches its kernels without PyTorch's per-op
+    dispatch, and the call itself (guards, AOTAutograd's wrappers) costs the host per call and per input."""
+    run = phantora(str(SCRIPTS / "compiled_host_probe.py"), extra=("--host-contention", "h200-vm"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("COMPILED_HOST")
+    kernels = run.summary["compile"]["kernels"]  # one graph: no backward is planned under no_grad
+    assert run.summary["compile"]["graphs"] == 1 and kernels >= 1
+    C = load_profile("h200").host.value
+    assert seen["call_ns"] == C.compiled_call_ns + seen["inputs"] * C.compiled_input_ns + kernels * C.compiled_launch_ns

@@ -135,6 +135,16 @@ class HostConstants:
     radix_sort_pass_ns: int
     """Per byte of key of a sort along a dimension longer than 4096 (PyTorch runs CUB's radix sort then: one
     memset and one kernel per 8 bits, plus a histogram and a scan)."""
+    compiled_call_ns: int
+    """Per call of a graph `torch.compile` made (its forward, or its backward from the autograd engine): Dynamo's
+    guards, AOTAutograd's runtime wrappers and the generated code's prologue, beyond its inputs and kernels."""
+    compiled_input_ns: int
+    """... per tensor input of that call: the guards' tensor checks, AOTAutograd's handling of each argument, the
+    generated code's size and stride asserts (with CUDA graphs, the checks of the static inputs' addresses)."""
+    compiled_launch_ns: int
+    """Per kernel the generated code launches (a Triton kernel through its launcher, or an extern kernel's ATen
+    call), with the wrapper's Python around it: the buffers it allocates and the views it reinterprets. Replaces
+    an eager op's dispatch and launch; an extern kernel adds what its op costs beyond them (`gemm_extra_ns`, ...)."""
     subclass_op_ns: int
     """Per op issued from Python on a tensor subclass with its own dispatch (DTensor): unwrapping, sharding
     propagation (cached), redistribution checks and re-wrapping, beyond the ops it then issues on the local
@@ -235,15 +245,29 @@ class HostModel:
         t = c.launch_ns if backward else c.launch_ns + c.framework_ns
         if op.outputs and not p.endswith("_"):
             t += c.alloc_output_ns
+        return t + self._beyond_launch_ns(op, p)
+
+    def _beyond_launch_ns(self, op: OpCall, p: str) -> int:
+        """What a kernel op's host side costs beyond a plain op's dispatch and launch (cuBLAS heuristics, SDPA's
+        backend kernels, indexing's checks, a radix sort's passes)."""
+        c = self.c
         if p in _GEMM_OPS:
-            t += c.gemm_extra_ns
-        elif p == "aten.sort":
-            t += self._radix_passes(op) * c.radix_sort_pass_ns
-        elif "attention" in p:
-            t += c.attention_extra_ns
-        elif p in _INDEX_OPS:
-            t += c.index_extra_ns
-        return t
+            return c.gemm_extra_ns
+        if p == "aten.sort":
+            return self._radix_passes(op) * c.radix_sort_pass_ns
+        if "attention" in p:
+            return c.attention_extra_ns
+        if p in _INDEX_OPS:
+            return c.index_extra_ns
+        return 0
+
+    def compiled_call_ns(self, inputs: int) -> int:
+        """Host time of one call of a compiled graph with `inputs` tensor inputs, beyond the kernels it launches."""
+        return self.c.compiled_call_ns + self.c.compiled_input_ns * inputs
+
+    def compiled_launch_ns(self, op: OpCall) -> int:
+        """Host time of one kernel launched by a compiled graph's generated code (Inductor's wrapper)."""
+        return self.c.compiled_launch_ns + self._beyond_launch_ns(op, _packet(op.name))
 
     @staticmethod
     def _radix_passes(op: OpCall) -> int:

@@ -17,9 +17,10 @@ run as far as its scheduler and no further (`SimulatedInductor`):
   (models/compute.py `GENERATED_KERNELS`); an extern kernel (cuBLAS GEMMs, attention, other ATen fallbacks) is
   the ATen op it calls, costed as the eager op is (measured database, GEMM and attention models).
   Nop nodes and the `MultiOutput` views of a multi-output kernel launch nothing.
-- When the compiled graph runs, the plan is replayed: its kernels go on the current stream in the scheduler's
-  order, each charging the host one launch (`HostModel.op_ns` as an op the engine issues: Inductor's wrapper
-  calls the Triton launcher directly, without PyTorch's per-op dispatch), and the buffers Inductor allocates
+- When the compiled graph runs, the host pays for the call (`HostModel.compiled_call_ns`: guards, AOTAutograd's
+  wrappers, per tensor input) and the plan is replayed: its kernels go on the current stream in the scheduler's
+  order, each charging the host one launch from the generated code (`HostModel.compiled_launch_ns`: Inductor's
+  wrapper calls the Triton launcher directly, without PyTorch's per-op dispatch), and the buffers Inductor allocates
   are allocated in the caching-allocator model when first written and freed after their last use (the
   scheduler's `last_usage`). The graph's results (among them, in a training forward, the activations the
   partitioner saves) are real fake tensors: the graph is also run eagerly on the fake tensors, unrecorded, for
@@ -301,13 +302,15 @@ class PlannedGraph:
     def __call__(self, args: list) -> list:
         if input_shapes(args) != self.planned_shapes:
             return self._run_unplanned(args)
-        with self.recorder.suppress():
-            results = self.eager(*args)
+        with self.recorder.suppress():  # `forward`, not the module's call: compiled code calls no nn.Module
+            results = self.eager.forward(*args)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         tensors = [a for a in args if isinstance(a, FakeTensor)]
         device = next((t.fake_device.index or 0 for t in itertools.chain(tensors, _fakes(results))
                        if t.fake_device.type == "cuda"), None)
         if device is not None:
+            session = self.recorder.session
+            session.host_work(session.host.compiled_call_ns(len(tensors)))
             copies = [args[i] for i in self.graphed_copies or () if isinstance(args[i], FakeTensor)]
             self._replay(device, tensors, results, copies)
         args.clear()
@@ -345,7 +348,8 @@ class PlannedGraph:
             if kernel.op.name in _CUBLAS_CALLS:
                 recorder.cublas_workspace(torch._C._current_autograd_node(), device, stream_id)
             if kernel.op.name != "inductor.nop":
-                session.launch_costed(session.cost(kernel.op), stream, backward=True, charge_host=not graphed)
+                session.launch_costed(session.cost(kernel.op), stream, charge_host=not graphed,
+                                      host_ns=session.host.compiled_launch_ns(kernel.op))
             for name in kernel.frees:
                 handle = live.pop(name, None)
                 if handle is not None:
@@ -369,7 +373,8 @@ class EagerGraph:
 
     def __call__(self, args: list) -> list:
         eager_fallback(self.session, self.why)
-        results = self.eager(*args)
+        self.session.host_work(self.session.host.compiled_call_ns(sum(isinstance(a, torch.Tensor) for a in args)))
+        results = self.eager.forward(*args)  # as compiled code runs it: no nn.Module call
         args.clear()
         return list(results) if isinstance(results, (list, tuple)) else [results]
 

@@ -234,15 +234,17 @@ class Session:
                         self.host.gemm_problem(op), describe_tensors(op) if self.config.trace else "")
 
     def launch_costed(self, costed: CostedOp, stream: StreamKey, *, backward: bool = False,
-                      charge_host: bool = True) -> None:
+                      charge_host: bool = True, host_ns: int | None = None) -> None:
         """`launch_kernel` of an op already costed; `charge_host`: False for a kernel the host does not launch
-        itself (a CUDA graph's, replayed: runtime/cuda_graphs.py)."""
+        itself (a CUDA graph's, replayed: runtime/cuda_graphs.py); `host_ns`: the host's cost of launching it where
+        not the op's own (a compiled graph's kernel: runtime/inductor.py)."""
         estimate = costed.estimate
         if estimate.source == "generic":
             self._note_generic(costed.op)
         with self.lock:
             if charge_host:
-                host_ns = costed.engine_host_ns if backward else costed.host_ns
+                if host_ns is None:
+                    host_ns = costed.engine_host_ns if backward else costed.host_ns
                 if self._contention_ns:
                     host_ns = self._with_contention(host_ns)
                 if costed.gemm_problem is not None:

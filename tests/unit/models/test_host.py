@@ -29,6 +29,18 @@ def test_kernel_op_is_launch_plus_framework_plus_allocation():
     assert m.op_ns(op("aten.add_.Tensor", t(8), t(8), outputs=[t(8)])) == c.launch_ns + c.framework_ns
 
 
+def test_a_compiled_graphs_kernels_pay_one_launch_from_its_code_and_an_extern_gemm_its_cublas_extra():
+    c = H200_HOST
+    m = HostModel(H200_HOST)
+    fused = op("inductor.pointwise", t(8), outputs=[t(8)])
+    gemm = op("aten.mm.default", t(8, 8), t(8, 8), outputs=[t(8, 8)])
+    assert m.compiled_launch_ns(fused) == c.compiled_launch_ns
+    assert m.compiled_launch_ns(gemm) - m.compiled_launch_ns(fused) == c.gemm_extra_ns
+    assert m.compiled_call_ns(10) == c.compiled_call_ns + 10 * c.compiled_input_ns
+    # the generated code calls launchers directly: no Python binding or autograd recording per kernel
+    assert m.compiled_launch_ns(fused) != m.op_ns(fused)
+
+
 def test_views_are_cheaper_than_launches_and_gemms_dearer():
     m = HostModel(H200_HOST)
     view = m.op_ns(op("aten.view.default", t(4, 4), (16,), outputs=[t(16)]))
