@@ -5,7 +5,8 @@ advances by the CPU time the program's own code takes between intercepted calls.
 replaces the host model's terms for Python and framework work around the ops: `framework_ns` (the
 Python binding, autograd recording and statements around an op), `module_call_ns`,
 `autograd_node_ns`, a tensor subclass's own dispatch (DTensor: `subclass_op_ns`; a functional collective's
-result: `async_collective_op_ns`), and the library
+result: `async_collective_op_ns`), a compiled graph's call (`compiled_call_ns`: Dynamo's guards and AOTAutograd's
+wrappers run for real; the generated code does not, so its launches keep `compiled_launch_ns`), and the library
 calls runtime/python_costs.py charges (optimizer step, zero_grad, clip_grad_norm_, DataLoader
 batches, FSDP2 and DTensor entry points). What the measurement cannot see is the op itself
 below the interception layer (on a GPU: the backend's dispatch and the kernel launch), so each op
@@ -57,6 +58,9 @@ class MeasuredHostModel(HostModel):
 
     def library_call_ns(self, name: str, *, accumulating: bool = False) -> int:
         return 0
+
+    def compiled_call_ns(self, inputs: int) -> int:
+        return 0  # Dynamo's guards and AOTAutograd's wrappers run in the process, outside the interception layer
 
     def library_calls(self) -> list[str]:
         return []

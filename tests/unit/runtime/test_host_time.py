@@ -156,6 +156,8 @@ def test_measured_host_model_keeps_launch_costs_and_drops_python_terms():
     assert (m.module_call_ns(), m.autograd_node_ns(), m.optimizer_step_ns(), m.zero_grad_ns(10), m.grad_norm_ns(),
             m.dataloader_next_ns(), m.dataloader_contention_ns(), m.subclass_op_ns(3)) == (0,) * 8
     assert m.library_calls() == [] and all(m.library_call_ns(name) == 0 for name in full.library_calls())
+    # a compiled graph's guards and wrappers run in the process; its generated code's launches do not
+    assert m.compiled_call_ns(12) == 0 and m.compiled_launch_ns(mm) == full.compiled_launch_ns(mm) > 0
     assert type(host_model_for("model", C)) is HostModel and type(host_model_for("measured", C)) is MeasuredHostModel
 
 
