@@ -4,8 +4,8 @@
 The measurement (`benchmarks/host/measure_launch_bound.py --compiled`) times the forward and backward phases of
 launch-bound compiled models, nanoGPT and Llama at 1, 4 and 12 layers, with Inductor's default mode and with CUDA
 graphs (`reduce-overhead`). The same variants run here under `phantora run`, on a copy of Phantora whose host
-model has the three terms at zero (the base), then once more with each term at a power of a thousand, which
-counts what each phase would be charged for: compiled graph calls, their tensor inputs, and the kernels their
+model has the three terms at zero (the base), then once more with the terms a thousandfold apart (`COUNTING_NS`),
+which reads off what each phase is charged for: compiled graph calls, their tensor inputs, and the kernels their
 generated code launches (none under CUDA graphs, whose replay is one launch). Then, with relative errors (noise on
 these VMs is proportional), over the forward and backward phases of every variant:
 
