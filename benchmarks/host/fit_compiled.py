@@ -34,9 +34,8 @@ import numpy as np
 
 from benchmarks.common.fitted import write_fit
 from benchmarks.common.paths import REPO, SPECS, data_dir, relative
-from benchmarks.host.fit_contention import uncontended_probe_us
 from benchmarks.host.fit_context import lsq
-from benchmarks.host.fit_python_prices import mean_host_slowdown
+from benchmarks.host.fit_python_prices import to_mean_host
 
 DATA = data_dir("h200", "host", "compiled")
 MEASURED = DATA / "launch_bound.json"
@@ -95,13 +94,6 @@ def simulate(names: list[str]) -> dict[str, dict[str, dict]]:
             for name, phases in base.items()}
 
 
-def to_mean_host(data: Path, specs: Path) -> float:
-    """By how much the measured times grow at the mean host: the uncontended hosts' probe over the probe taken
-    before the measurement, times the mean contended host's slowdown."""
-    first = json.loads((data / "lease_probes.jsonl").read_text().splitlines()[0])
-    return uncontended_probe_us() * mean_host_slowdown(specs) / first["python_loop_us"]
-
-
 def rows(measured: dict, sim: dict, scale: float) -> list[tuple[str, str, float, float, list[float]]]:
     """(variant, phase, measured ms at the mean host, simulated base ms, counts) of each compiled phase."""
     out = []
@@ -130,7 +122,8 @@ def main() -> None:
     if a.simulate or not counts_path.exists():
         counts_path.write_text(json.dumps(simulate(list(measured)), indent=1) + "\n")
     sim = json.loads(counts_path.read_text())
-    scale = to_mean_host(a.data, a.specs)
+    probe_before = json.loads((a.data / "lease_probes.jsonl").read_text().splitlines()[0])["python_loop_us"]
+    scale = to_mean_host(probe_before, a.specs)
     table = rows(measured, sim, scale)
     constants = fit(table)
     print(f"at the mean host (measured host {scale:.2f}x faster):", json.dumps(constants))

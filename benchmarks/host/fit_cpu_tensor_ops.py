@@ -25,8 +25,7 @@ from pathlib import Path
 
 from benchmarks.common.fitted import write_fit
 from benchmarks.common.paths import SPECS, data_dir
-from benchmarks.host.fit_contention import uncontended_probe_us
-from benchmarks.host.fit_python_prices import mean_host_slowdown
+from benchmarks.host.fit_python_prices import to_mean_host
 from phantora.models.host import MMAP_THRESHOLD_BYTES, PAGE_BYTES
 
 DATA = data_dir("h200", "host", "cpu_tensor_ops")
@@ -57,7 +56,7 @@ def main() -> None:
     a = p.parse_args()
     measured = json.loads((a.data / "cpu_tensor_ops.json").read_text())
     rate, fault_ns = fit(measured["rows"])
-    slower = uncontended_probe_us() * mean_host_slowdown(a.specs) / measured["probes"][0]["python_loop_us"]
+    slower = to_mean_host(measured["probes"][0]["python_loop_us"], a.specs)
     rate, fault_ns = rate / slower, fault_ns * slower
     constants = {"cpu_bytes_per_s": round(rate, -6), "cpu_page_fault_ns": round(fault_ns)}
     print(f"cpu_bytes_per_s = {rate / 1e9:.2f} GB/s, cpu_page_fault_ns = {fault_ns:.0f} at the mean host "

@@ -71,6 +71,12 @@ def mean_host_slowdown(specs: Path) -> float:
     return 1.0 + constants["contended_fraction"] * (constants["contended_factor"] - 1.0)
 
 
+def to_mean_host(probe_us: float, specs: Path) -> float:
+    """By how much a time measured on a host whose probe took `probe_us` grows on the mean contended host: the
+    uncontended hosts' probe over it, times the mean host's slowdown."""
+    return uncontended_probe_us() * mean_host_slowdown(specs) / probe_us
+
+
 def uncontended_loop_ns(runs: list[Profile], probe_unc_us: float) -> float:
     """The calibration's plain loop on an uncontended host: the median of those within the probe's contention
     threshold of the fastest."""

@@ -298,6 +298,9 @@ class PlannedGraph:
         self.graphed_copies = graphed_copies
         """With `mode="reduce-overhead"`: the inputs CUDA graph trees copy into the graph's static inputs before each
         replay (runtime/cuda_graphs.py Note [Simulated CUDA graphs]); None: the kernels are launched one by one."""
+        self._launch_ns: list[int] | None = None
+        """Each plan kernel's host cost of its launch from the generated code (the host model is the session's, fixed):
+        worked out at the first replay, not at every call."""
 
     def __call__(self, args: list) -> list:
         if input_shapes(args) != self.planned_shapes:
@@ -335,7 +338,9 @@ class PlannedGraph:
                                       stream, charge_host=False)
         allocator = session.allocators[device]
         live: dict[str, int] = {}
-        for kernel in self.plan.kernels:
+        if self._launch_ns is None:
+            self._launch_ns = [session.host.compiled_launch_ns(kernel.op) for kernel in self.plan.kernels]
+        for kernel, launch_ns in zip(self.plan.kernels, self._launch_ns):
             for buffer in kernel.allocates:
                 if buffer.output is not None:
                     result = results[buffer.output]
@@ -348,8 +353,7 @@ class PlannedGraph:
             if kernel.op.name in _CUBLAS_CALLS:
                 recorder.cublas_workspace(torch._C._current_autograd_node(), device, stream_id)
             if kernel.op.name != "inductor.nop":
-                session.launch_costed(session.cost(kernel.op), stream, charge_host=not graphed,
-                                      host_ns=session.host.compiled_launch_ns(kernel.op))
+                session.launch_costed(session.cost(kernel.op), stream, charge_host=not graphed, host_ns=launch_ns)
             for name in kernel.frees:
                 handle = live.pop(name, None)
                 if handle is not None:
