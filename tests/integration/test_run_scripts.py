@@ -51,6 +51,22 @@ def test_cuda_api_surface(phantora):
     assert run.summary["placeholder_reads"][".item()"] >= 1
 
 
+def test_a_block_used_on_another_stream_returns_once_the_gpu_passed_that_use(phantora):
+    """models/memory.py Note [Cross-stream frees between syncs]: a 64 MiB block made on a side stream,
+    read on the default stream (`record_stream`) and freed, twelve times over. The GPU keeps up with the
+    host, so each block is reusable by the next allocation although the host never synchronizes: two
+    blocks at most (the one in use and one the GPU may still be reading). Were the model to wait for a
+    sync, each round would reserve a new 64 MiB segment. Then with the GPU behind and the host waiting on
+    an event after each use (FSDP1's rate limiter): the event completes the free."""
+    run = phantora(str(SCRIPTS / "cross_stream_frees_probe.py"))
+    assert run.code == 0, run.stderr
+    seen = run.tagged_json("PROBE")
+    reserved, event_reserved = seen["reserved_mib"], seen["event_reserved_mib"]
+    assert reserved[-1] - reserved[0] <= 64, reserved
+    assert len(set(reserved[2:])) == 1, reserved
+    assert len(set(event_reserved)) == 1, event_reserved
+
+
 def test_oom_on_small_gpu_fits_on_large(phantora):
     too_big = phantora(str(SCRIPTS / "oom_probe.py"), "--gib", "100", gpu="h100")
     assert too_big.code != 0

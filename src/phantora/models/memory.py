@@ -41,7 +41,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 # ----------------------------------------------------------------------------- constants
 
@@ -614,6 +614,35 @@ def cublas_workspace_bytes(compute_capability: tuple[int, int], config: str | No
 # ----------------------------------------------------------------------------- the allocator
 
 
+class EventProbe(Protocol):
+    """The GPU's progress on the streams of blocks freed after `record_stream`, as the real allocator's
+    `cudaEventQuery` finds it (Note [Cross-stream frees between syncs])."""
+
+    def recorded(self, stream: int, seq: int) -> None:
+        """An event `seq` is recorded on `stream` now (a block used there was freed)."""
+
+    def completed(self, stream: int, seqs: list[int]) -> int:
+        """The last of `stream`'s pending events `seqs` (ascending) that the GPU has passed by now; 0 if none."""
+
+    def retired(self, seq: int) -> None:
+        """The allocator no longer waits for event `seq`."""
+
+
+# Note [Cross-stream frees between syncs]
+# A block freed after `record_stream(s)` returns to its pool once the GPU has passed the event the free
+# recorded on `s`: the real allocator asks `cudaEventQuery` at every `malloc`. The model has no clock, so
+# the engine tells it: a host sync, or a CUDA event found complete, completes the events recorded on that
+# stream before it (`stream_work_done`). Between syncs, though, the GPU moves on where the host does not
+# look. FSDP1 records every layer's low-precision shard on its all-gather stream and never syncs that
+# stream: without asking, each layer's shard stayed pending and the step reserved a new segment per layer
+# (Accelerate FSDP1 on a 1B Llama: 46.5 GiB reserved where the GPU reserved 43.0). So when an allocation
+# finds no cached block while events are pending, the model asks its `event_probe` (the coordinator, which
+# knows where each stream stands at the host's time) which of them have completed, frees their blocks and
+# looks again. The real allocator would have freed them at the first allocation after they completed, not
+# at the first that needed them; what differs is which cached block serves an allocation that found one,
+# never whether a segment is reserved. Asking costs the simulation a round trip, so only a miss asks.
+
+
 class CachingAllocatorModel:
     """The caching allocator of one simulated GPU.
 
@@ -682,6 +711,9 @@ class CachingAllocatorModel:
         self._events: dict[int, deque[tuple[int, _Block]]] = {}
         self._event_seq = 0
         self._stream_done_seq: dict[int, int] = {}
+        self.event_probe: EventProbe | None = None
+        """Where the GPU stands, for blocks freed after `record_stream` (Note [Cross-stream frees between
+        syncs]); None: only the engine's notifications complete their events."""
 
     # ------------------------------------------------------------------ public: the hot path
 
@@ -711,6 +743,8 @@ class CachingAllocatorModel:
         p = _AllocParams(size=size, stream=stream, pool=pool, alloc_size=sizes[1])
 
         found = self._get_free_block(p)
+        if not found and self._events and self._probe_events():
+            found = self._get_free_block(p)
         if not found:
             if self._allowed_memory_maximum is not None and self.config.garbage_collection_threshold > 0.0:
                 self._garbage_collect_cached_blocks()
@@ -757,10 +791,18 @@ class CachingAllocatorModel:
 
     # ------------------------------------------------------------------ public: engine notifications
 
-    def stream_work_done(self, stream: int) -> None:
-        """Every event recorded on `stream` so far has completed (the engine saw the stream drain)."""
+    @property
+    def event_mark(self) -> int:
+        """A mark of the events inserted so far: `stream_work_done(stream, until=mark)` completes those of `stream`."""
+        return self._event_seq
+
+    def stream_work_done(self, stream: int, until: int | None = None) -> None:
+        """Every event recorded on `stream` so far has completed (the engine saw the stream drain), or those
+        recorded before `until`, an `event_mark` taken when a CUDA event was recorded on `stream` that has now
+        completed: the stream reached that point, so it passed every free recorded on it before."""
         if stream in self._events:
-            self._stream_done_seq[stream] = self._event_seq
+            done = self._event_seq if until is None else until
+            self._stream_done_seq[stream] = max(self._stream_done_seq.get(stream, 0), done)
 
     def synchronize(self) -> None:
         """Every stream has drained (torch.cuda.synchronize, or the engine knows all work finished)."""
@@ -1151,7 +1193,26 @@ class CachingAllocatorModel:
             self._event_seq += 1
             self._events.setdefault(stream, deque()).append((self._event_seq, block))
             block.event_count += 1
+            if self.event_probe is not None:
+                self.event_probe.recorded(stream, self._event_seq)
         block.stream_uses.clear()
+
+    def _probe_events(self) -> bool:
+        """Ask the probe which pending events the GPU has passed; True if that returned a block.
+        Note [Cross-stream frees between syncs]."""
+        if self.event_probe is None:
+            return False
+        before = self._pending_event_count()
+        for stream, queue in self._events.items():
+            done = self._stream_done_seq.get(stream, 0)
+            waiting = [seq for seq, _ in queue if seq > done]
+            if waiting:
+                self._stream_done_seq[stream] = max(done, self.event_probe.completed(stream, waiting))
+        self._process_events()
+        return self._pending_event_count() < before
+
+    def _pending_event_count(self) -> int:
+        return sum(len(queue) for queue in self._events.values())
 
     def _process_events(self) -> None:
         """Free blocks whose events have completed. DeviceCachingAllocator::process_events."""
@@ -1159,7 +1220,8 @@ class CachingAllocatorModel:
             queue = self._events[stream]
             done = self._stream_done_seq.get(stream, 0)
             while queue and queue[0][0] <= done:
-                _, block = queue.popleft()
+                seq, block = queue.popleft()
+                self._retire(seq)
                 block.event_count -= 1
                 if block.event_count == 0:
                     self._free_block(block)
@@ -1172,12 +1234,17 @@ class CachingAllocatorModel:
         DeviceCachingAllocator::synchronize_and_free_events."""
         self.num_sync_all_streams += 1
         for queue in self._events.values():
-            for _, block in queue:
+            for seq, block in queue:
+                self._retire(seq)
                 block.event_count -= 1
                 if block.event_count == 0:
                     self._free_block(block)
         self._events.clear()
         self._stream_done_seq.clear()
+
+    def _retire(self, seq: int) -> None:
+        if self.event_probe is not None:
+            self.event_probe.retired(seq)
 
     def _oom_message(self, alloc_size: int) -> str:
         """The text of torch.cuda.OutOfMemoryError. DeviceCachingAllocator::malloc (no private pools)."""

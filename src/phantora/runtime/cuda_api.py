@@ -179,7 +179,10 @@ def _make_stream_classes(api: CudaApi):
         def query(self) -> bool:
             with session.lock:
                 session.host_work(session.host.query_ns())
-                return link.query("stream", stream_id=session.stream_id(self.key)) is not None
+                done = link.query("stream", stream_id=session.stream_id(self.key)) is not None
+                if done:
+                    session.stream_reached(self.key)
+                return done
 
         def synchronize(self) -> None:
             session.synchronize_stream(self.key)
@@ -201,14 +204,23 @@ def _make_stream_classes(api: CudaApi):
             self.enable_timing = enable_timing
             self.event_id: int | None = None
             self.device: torch.device | None = None
+            self._stream: tuple[int, int] | None = None
+            self._mark = 0
+            """The stream it was last recorded on and the allocator's event mark then (Session.stream_reached)."""
 
         def record(self, stream=None) -> None:
             stream = stream if stream is not None else torch.cuda.current_stream()
+            key = (stream.device_index, stream.stream_id)
             with session.lock:
                 if self.event_id is None:
                     self.event_id = link.new_event_id()
-                link.record_event(self.event_id, session.stream_id((stream.device_index, stream.stream_id)))
+                link.record_event(self.event_id, session.stream_id(key))
+                self._stream, self._mark = key, session.event_mark(key)
             self.device = torch.device("cuda", stream.device_index)
+
+        def _reached(self) -> None:
+            if self._stream is not None:
+                session.stream_reached(self._stream, self._mark)
 
         def wait(self, stream=None) -> None:
             stream = stream if stream is not None else torch.cuda.current_stream()
@@ -219,12 +231,16 @@ def _make_stream_classes(api: CudaApi):
                 return True
             with session.lock:
                 session.host_work(session.host.query_ns())
-                return link.query("event", event_id=self.event_id) is not None
+                done = link.query("event", event_id=self.event_id) is not None
+                if done:
+                    self._reached()
+                return done
 
         def synchronize(self) -> None:
             if self.event_id is not None:
                 with session.lock:
                     link.sync("event", event_id=self.event_id)
+                    self._reached()
 
         def elapsed_time(self, end_event: "Event") -> float:
             if not (self.enable_timing and end_event.enable_timing):

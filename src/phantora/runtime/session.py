@@ -26,6 +26,7 @@ from phantora.profiler.database import combined_database
 from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
 from phantora.protocol.symmetry import RankSymmetry
+from phantora.runtime.allocator_events import CoordinatorEventProbe
 from phantora.runtime.clock import forked_from_rank
 from phantora.runtime.engine_link import EngineLink, Transport
 from phantora.runtime.memory_samples import MemorySamples
@@ -121,6 +122,8 @@ class Session:
                                   config=allocator_config, device_index=i)
             for i in range(config.devices_per_process)
         ]
+        for device, allocator in enumerate(self.allocators):
+            allocator.event_probe = CoordinatorEventProbe(self.link, device, self.stream_id)
         self.stats = OpStats()
         self.memory_samples = MemorySamples()
         """(simulated ns, device, allocated bytes, reserved bytes) after each allocator change, in bounded
@@ -373,7 +376,18 @@ class Session:
         """The host blocks until `stream`'s work so far is done (a blocking copy or `.item()`)."""
         with self.lock:
             self.link.sync("stream", stream_id=self.stream_id(stream))
-            self.allocators[stream[0]].stream_work_done(stream[1])
+            self.stream_reached(stream)
+
+    def event_mark(self, stream: StreamKey) -> int:
+        """Where the allocator stands as a CUDA event is recorded on `stream`: see `stream_reached`."""
+        return self.allocators[stream[0]].event_mark
+
+    def stream_reached(self, stream: StreamKey, mark: int | None = None) -> None:
+        """The host learnt that `stream` finished its work so far (or up to an event recorded at `mark`): a
+        sync, or a query that found it done. Blocks freed after `record_stream` on it before then become
+        reusable at the next allocation, as the real allocator finds their events complete (models/memory.py
+        Note [Cross-stream frees between syncs])."""
+        self.allocators[stream[0]].stream_work_done(stream[1], until=mark)
 
     def finish(self) -> None:
         """The program ended: everything is sent to the coordinator."""

@@ -282,6 +282,75 @@ def test_events_recorded_after_stream_done_stay_pending() -> None:
     assert m.memory_stats()["active_bytes.all.current"] == 30 * MiB + 1024
 
 
+def test_an_event_mark_completes_only_the_events_recorded_before_it() -> None:
+    """A CUDA event recorded on stream 5 between two frees, then synchronized: the stream passed the first
+    free's use, not necessarily the second's."""
+    m = small_device()
+    a, b = m.malloc(30 * MiB), m.malloc(40 * MiB)
+    m.record_stream(a, 5)
+    m.record_stream(b, 5)
+    m.free(a)
+    mark = m.event_mark
+    m.free(b)
+    m.stream_work_done(5, until=mark)
+    assert m.malloc(30 * MiB) == a
+    assert m.malloc(40 * MiB) != b
+    assert m.pending_event_streams() == {5}
+
+
+class EventLog:
+    """An `EventProbe` that records what the allocator tells it and asks it."""
+
+    def __init__(self, passed: int = 0) -> None:
+        self.passed = passed
+        self.recorded_events: list[tuple[int, int]] = []
+        self.questions: list[tuple[int, list[int]]] = []
+        self.retired_events: list[int] = []
+
+    def recorded(self, stream: int, seq: int) -> None:
+        self.recorded_events.append((stream, seq))
+
+    def completed(self, stream: int, seqs: list[int]) -> int:
+        self.questions.append((stream, list(seqs)))
+        return max((seq for seq in seqs if seq <= self.passed), default=0)
+
+    def retired(self, seq: int) -> None:
+        self.retired_events.append(seq)
+
+
+def test_an_allocation_that_misses_asks_the_probe_and_takes_the_block_the_gpu_released() -> None:
+    """Note [Cross-stream frees between syncs]: a hit asks nothing; a miss asks for each stream with pending
+    events, takes the blocks of the events passed, and asks nothing of them again."""
+    m = small_device()
+    probe = m.event_probe = EventLog(passed=1)
+    m.free(m.malloc(1000))  # a cached small block
+    a, b = m.malloc(30 * MiB), m.malloc(40 * MiB)
+    m.record_stream(a, 5)
+    m.record_stream(b, 6)
+    m.free(a)
+    m.free(b)
+    assert probe.recorded_events == [(5, 1), (6, 2)]
+    small = m.malloc(1000)  # a hit: nothing asked
+    assert probe.questions == []
+    assert m.malloc(30 * MiB) == a  # a miss: stream 5 passed event 1, stream 6 not event 2
+    assert sorted(probe.questions) == [(5, [1]), (6, [2])]
+    assert probe.retired_events == [1]
+    assert m.pending_event_streams() == {6}
+    probe.passed = 2
+    reserved = m.reserved_bytes
+    assert m.malloc(40 * MiB) == b and m.reserved_bytes == reserved
+    assert probe.questions[-1] == (6, [2]) and probe.retired_events == [1, 2]
+    m.free(small)
+
+
+def test_without_a_probe_a_miss_reserves_a_new_segment() -> None:
+    m = small_device()
+    a = m.malloc(30 * MiB)
+    m.record_stream(a, 5)
+    m.free(a)
+    assert m.malloc(30 * MiB) != a and m.reserved_bytes == 60 * MiB
+
+
 def test_empty_cache_waits_for_pending_events() -> None:
     m = small_device()
     a = m.malloc(30 * MiB)
