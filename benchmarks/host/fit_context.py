@@ -1,12 +1,11 @@
 """Fit the host model's context terms on measured launch-bound steps.
 
 For each variant of `measure_launch_bound.py` measured on the H200 (data/h200/host/launch_bound/), the same
-variant runs here under Phantora's runtime, in this process, with a host model whose fitted terms
-are zero and which counts what they would be charged for, phase by phase: kernel ops issued from
-Python (`framework_ns`), module calls (`module_call_ns`), autograd nodes (`autograd_node_ns`),
-optimizer steps, `zero_grad` parameters, total-norm calls, DataLoader batches. What the model
-charges with those terms at zero (dispatch, launch, views, foreach ops: the microbenchmarked part)
-is the phase's simulated time. Then, with relative errors (noise on these VMs is proportional):
+variant runs here under `phantora run` with the fitted terms at zero, and again with them set to read off what
+they would be charged for, phase by phase (benchmarks/host/counting.py): kernel ops issued from Python
+(`framework_ns`), module calls (`module_call_ns`), autograd nodes (`autograd_node_ns`), optimizer steps,
+`zero_grad` parameters, total-norm calls, DataLoader batches. What the model charges with those terms at zero
+(dispatch, launch, views, foreach ops: the microbenchmarked part) is the phase's simulated time. Then, with relative errors (noise on these VMs is proportional):
 
 - forward (+ loss): measured - base = framework_ns * kernel ops + module_call_ns * module calls
 - backward:         measured - base - framework_ns * kernel ops = autograd_node_ns * nodes
@@ -20,7 +19,7 @@ is the phase's simulated time. Then, with relative errors (noise on these VMs is
 Writes the constants to src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py), then prints measured vs
 fitted model per variant and phase, and the llama variants of data/h200/host/phases/ (another day, not fitted).
 The simulated counts are stored in data/h200/host/launch_bound/host_counts.json (tests/calibration/
-test_host_fits.py refits from them); `--simulate` makes them again (CPU only, under a minute):
+test_host_fits.py refits from them); `--simulate` makes them again (CPU only, a few minutes):
 
     python -m benchmarks.host.fit_context [--simulate] [--specs DIR]
 """
@@ -28,21 +27,16 @@ test_host_fits.py refits from them); `--simulate` makes them again (CPU only, un
 from __future__ import annotations
 
 import argparse
-import collections
-import importlib.util
 import json
-import os
 import statistics
-import sys
-import tempfile
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.common.fitted import update_fitted
-from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
+from benchmarks.common.paths import SPECS, data_dir, relative
 from benchmarks.host import leases
+from benchmarks.host.counting import count_charges
 
 GPU = "h200"
 LAUNCH_BOUND = data_dir(GPU, "host", "launch_bound")
@@ -56,84 +50,19 @@ FITTED = ("framework_ns", "module_call_ns", "autograd_node_ns", "optimizer_step_
           "zero_grad_per_param_ns", "grad_norm_ns", "dataloader_next_ns", "dataloader_contention_ns")
 
 
+COUNTED_TERMS = {"kernel_ops": "framework_ns", "module_calls": "module_call_ns", "autograd_nodes": "autograd_node_ns",
+                 "optimizer_steps": "optimizer_step_ns", "zero_grad_params": "zero_grad_per_param_ns",
+                 "grad_norms": "grad_norm_ns", "batches": "dataloader_next_ns"}
+"""What each phase is charged for -> the constant charged per count."""
+COUNTING_RUNS = (("autograd_nodes", "module_calls", "optimizer_steps"), ("kernel_ops", "zero_grad_params", "grad_norms"),
+                 ("batches",))
+"""The counts read off each counting run, the largest first (benchmarks/host/counting.py: below 10^5, 1000, 1000)."""
+
+
 def simulate(names: list[str]) -> dict[str, dict[str, dict]]:
-    """variant -> phase -> {"base_ms", counts...} of its last step, simulated in this process."""
-    os.environ["PHANTORA_RUN_CONFIG"] = json.dumps({"gpu": "h200", "out_dir": tempfile.mkdtemp(), "trace": False})
-    from phantora.models import host
-    from phantora.runtime import bootstrap, session
-    from phantora.specs import load_profile
-
-    shipped = load_profile("h200").host.value
-
-    counts: collections.Counter = collections.Counter()
-
-    class CountingHostModel(host.HostModel):
-        def __init__(self, constants: host.HostConstants = shipped) -> None:
-            super().__init__(host.HostConstants(**{f.name: (0 if f.name in FITTED else getattr(constants, f.name))
-                                                   for f in fields(constants)}))
-
-        def op_ns(self, op, *, backward=False):
-            counts["kernel_ops"] += self.pays_framework(op, backward=backward)
-            return super().op_ns(op, backward=backward)
-
-        def module_call_ns(self):
-            counts["module_calls"] += 1
-            return 0
-
-        def autograd_node_ns(self):
-            counts["autograd_nodes"] += 1
-            return 0
-
-        def optimizer_step_ns(self):
-            counts["optimizer_steps"] += 1
-            return 0
-
-        def zero_grad_ns(self, params):
-            counts["zero_grad_params"] += params
-            return 0
-
-        def grad_norm_ns(self):
-            counts["grad_norms"] += 1
-            return 0
-
-        def dataloader_next_ns(self):
-            counts["batches"] += 1
-            return 0
-
-        def dataloader_contention_ns(self):
-            return 0
-
-    # the session builds its host model with host_model_for (models/measured_host.py): count through that
-    session.host_model_for = lambda mode, constants, scale=1.0: CountingHostModel(constants.scaled(scale))
-    from phantora.config.run import RankConfig
-
-    bootstrap.install(RankConfig.from_env())
-    script = BENCHMARKS / "host" / "measure_launch_bound.py"
-    spec = importlib.util.spec_from_file_location("measure_launch_bound", script)
-    mlb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mlb)
-    snapshots: list = []
-    start, mark = mlb.Marks.start, mlb.Marks.mark
-
-    def start_(self):
-        snapshots.clear()
-        snapshots.append(("", counts.copy()))
-        start(self)
-
-    def mark_(self, phase):
-        mark(self, phase)
-        snapshots.append((phase, counts.copy()))
-
-    mlb.Marks.start, mlb.Marks.mark = start_, mark_
-    out = {}
-    for name in names:
-        r = mlb.run_variant(name, steps=1, warmup=1)
-        phases = {}
-        for (_, before), (phase, after) in zip(snapshots, snapshots[1:]):
-            phases[phase] = {"base_ms": r["phase_ms_median"][phase], **{k: after[k] - before[k] for k in after}}
-        out[name] = phases
-        print(f"simulated {name}", file=sys.stderr, flush=True)
-    return out
+    """variant -> phase -> {"base_ms", counts...} of one step after one of warm-up, under `phantora run`."""
+    return count_charges(names, COUNTED_TERMS, COUNTING_RUNS, warmup=1,
+                         zeroed=[t for t in FITTED if t not in COUNTED_TERMS.values()])
 
 
 def lsq(rows: list[tuple[float, float, list[float]]]) -> np.ndarray:
@@ -259,8 +188,6 @@ def main() -> None:
                  "opt": pred["opt"] + pred["zero"]}
         print(n, {k: f"{meas[k]:.1f} vs {model[k]:.1f}" for k in model},
               f"total {sum(meas.values()):.1f} vs {sum(model.values()):.1f}")
-    sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown of the simulated device, as the runtime does
 
 
 if __name__ == "__main__":

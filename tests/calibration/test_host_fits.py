@@ -3,6 +3,8 @@ the H200 (data/h200/host/launch_bound/) is what the model ships, and the model p
 
 import statistics
 
+import pytest
+
 from benchmarks.host import fit_context as fit
 from phantora.specs import load_profile
 
@@ -31,3 +33,18 @@ def test_launch_bound_host_time_matches_measurements():
     assert max(abs(e) for e in errors.values()) < 0.25, errors
     for name in ("nano_script", "llama_script", "llama_phases28"):  # the workloads as the scripts run them
         assert abs(errors[name]) < 0.15, errors
+
+
+def test_a_counting_runs_phase_reads_back_as_its_counts():
+    """benchmarks/host/counting.py: a phase's time in a counting run over its base is the counts' charges (10^13,
+    10^10 and 10^7 ns a count), less a GPU wait of the base that the counting run's host time hid (a phase ending
+    in a synchronize); anything else is not a whole count and is refused."""
+    from benchmarks.host.counting import decode
+
+    counted = ("nodes", "calls", "steps")
+    charges_ms = (1530 * 10**13 + 284 * 10**10 + 1 * 10**7) / 1e6
+    assert decode(2.0, 2.0 + charges_ms, counted) == {"nodes": 1530, "calls": 284, "steps": 1}
+    assert decode(3.385, 0.49, counted) == {"nodes": 0, "calls": 0, "steps": 0}  # the base's 2.9 ms GPU tail
+    assert decode(3.0, 3.0 + charges_ms - 2.9, counted) == {"nodes": 1530, "calls": 284, "steps": 1}
+    with pytest.raises(RuntimeError, match="not a whole count"):
+        decode(2.0, 2.0 + charges_ms + 3.0, counted)
