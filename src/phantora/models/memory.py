@@ -18,7 +18,9 @@ Interface (one model per simulated device)::
     model.record_stream(ptr, stream)     # the block is also used on `stream`
     model.free(ptr)
     model.stream_work_done(stream)       # engine: all work queued on `stream` so far has finished
+    model.stream_work_done(stream, until=mark)  # ... up to an event recorded when `model.event_mark` was `mark`
     model.synchronize()                  # engine: every stream has finished (torch.cuda.synchronize)
+    model.event_probe = probe            # optional EventProbe: where the GPU stands, asked on a miss
     model.empty_cache()
     model.set_memory_fraction(0.5)
     model.allocated_bytes, model.reserved_bytes, model.peak_allocated_bytes, model.peak_reserved_bytes
@@ -27,10 +29,11 @@ Interface (one model per simulated device)::
 Streams are integers ordered like ``cudaStream_t`` values: the default stream is 0.
 The model has no clock. A block freed after ``record_stream`` stays in use until
 the engine reports, through ``stream_work_done``/``synchronize``, that those
-streams' work has finished; like the real allocator, the model only notices at
-the next ``malloc`` (``process_events``), or at once on ``empty_cache`` and on
-the out-of-memory path, where the real allocator blocks the host until the
-streams finish (``synchronize_and_free_events``).
+streams' work has finished, or an allocation that finds no cached block learns it
+from the ``event_probe`` (Note [Cross-stream frees between syncs]); like the real
+allocator, the model only notices at a ``malloc`` (``process_events``), or at once
+on ``empty_cache`` and on the out-of-memory path, where the real allocator blocks
+the host until the streams finish (``synchronize_and_free_events``).
 """
 
 from __future__ import annotations
