@@ -26,7 +26,8 @@ from benchmarks.common.paths import SPECS, relative
 from benchmarks.kernels import dataset
 from benchmarks.kernels.dataset import Obs, in_step_observations, load_observations
 from phantora.models.compute import (
-    Calibration, ComputeModel, DbEntry, FUSED_OPTIMIZER_OPS, KernelDatabase, classify, default_bytes, packet_name,
+    Calibration, ComputeModel, DbEntry, FUSED_OPTIMIZER_OPS, KernelDatabase, NORM_BACKWARD_OPS, classify, default_bytes,
+    norm_weight_grad, packet_name,
 )
 from phantora.specs import get_gpu_spec
 
@@ -248,11 +249,73 @@ def fit_memory(cal: dict, obs: list[Obs]) -> None:
             mem[kind] = {"t0_ns": t0, "bytes_per_s": 1e9 / max(inv, 1e-6), "points": len(pts)}
             continue
         mem[kind] = _fit_linear(pts, bw)
+    norm_backward = {}
     for p, pts in sorted(by_packet.items()):
         sizes = [default_bytes(o.op) for o in pts]
         if len(pts) >= 5 and max(sizes) >= 8 * max(1.0, min(sizes)) and max(sizes) >= 4 * 2**20:
-            mem[p] = _fit_linear(pts, bw)
+            if p in NORM_BACKWARD_OPS:
+                norm_backward[p] = pts
+            else:
+                mem[p] = _fit_linear(pts, bw)
+    if norm_backward:
+        fit_norm_backward(mem, norm_backward, bw)
     mem["generic"] = _fit_linear(every, bw)
+
+
+def fit_norm_backward(mem: dict, groups: dict[str, list[Obs]], bw: float) -> None:
+    """The norm backwards' constants (Note [Norm backward's weight gradient] in models/compute.py): `tile_ns`, the
+    time one block of the weight-gradient kernel takes per tile of rows, shared by the ops, and each op's t0 and
+    bandwidth efficiency, by least squares on relative error. `tile_ns` is searched on a log grid and refined by
+    golden section; for each value, each op's efficiency likewise, with its t0 in closed form."""
+    rows = {p: [(default_bytes(o.op) / bw * 1e9, _tiles_and_reread(o.op, bw), o.kernel_ns) for o in pts]
+            for p, pts in groups.items()}
+
+    def op_fit(r: list, tile_ns: float) -> tuple[float, float, float]:
+        y = np.array([k for _, _, k in r])
+        x = np.array([b for b, _, _ in r])
+        reread = np.array([g[1] for _, g, _ in r])
+        serial = np.array([g[0] * tile_ns for _, g, _ in r])
+
+        def at(inv: float) -> tuple[float, float]:
+            f = inv * x + np.maximum(inv * reread, serial)
+            t0 = max(300.0, float(np.sum((y - f) / y**2) / np.sum(1 / y**2)))
+            return float(np.sum(((t0 + f) / y - 1) ** 2)), t0
+
+        inv = _argmin_log(lambda v: at(v)[0], 0.5, 20.0)
+        loss, t0 = at(inv)
+        return loss, t0, inv
+
+    tile_ns = _argmin_log(lambda t: sum(op_fit(r, t)[0] for r in rows.values()), 10.0, 10000.0)
+    for p, r in rows.items():
+        _, t0, inv = op_fit(r, tile_ns)
+        mem[p] = {"t0_ns": t0, "bw_eff": min(2.0, 1.0 / inv),
+                  "kernels": int(statistics.median(o.n_kernels for o in groups[p])), "points": len(r)}
+    mem["norm_weight_grad"] = {"tile_ns": tile_ns, "points": sum(len(r) for r in rows.values())}
+
+
+def _tiles_and_reread(op, bw: float) -> tuple[int, float]:
+    g = norm_weight_grad(op, GPU.sm_count)
+    return (0, 0.0) if g is None else (g.serial_tiles, g.reread_bytes / bw * 1e9)
+
+
+def _argmin_log(f, lo: float, hi: float, grid: int = 60, iters: int = 40) -> float:
+    """The minimum of f over [lo, hi]: the best of a geometric grid, then golden section between its neighbours."""
+    xs = np.geomspace(lo, hi, grid)
+    i = int(np.argmin([f(x) for x in xs]))
+    a, b = math.log(xs[max(i - 1, 0)]), math.log(xs[min(i + 1, grid - 1)])
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(iters):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
 
 
 def _nbytes(t) -> int:

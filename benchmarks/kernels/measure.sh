@@ -5,6 +5,8 @@
 #
 # WHAT:
 #   micro                     microbenchmark sweeps of every op family (measure_micro.py; DEADLINE: epoch seconds)
+#   shapes                    layouts that change a kernel's speed for the same bytes: strided cat, narrow norms,
+#                             index_put_ (measure_shapes.py; DEADLINE: epoch seconds)
 #   in_step NAME SPEC         a llama's ops inside real training steps (measure_in_step.py); SPEC = PH_LLAMA's
 #                             dim,layers,heads,kv_heads,ffn,vocab,seq,batch, e.g. 2048,16,32,8,8192,128256,4096,2
 #   coverage_missing          the accuracy configurations' op signatures the shipped database lacks
@@ -22,6 +24,11 @@ case $what in
     OUT=$dir DEADLINE=${DEADLINE:-$(( $(date +%s) + 470 ))} python3 -m benchmarks.kernels.measure_micro 2>&1 \
         | grep -v USDT | tee "$dir/log.txt"
     meta "$dir" benchmarks/kernels/measure_micro.py ;;
+  shapes)
+    dir=$(leaf kernels micro/shape_sweeps)
+    OUT=$dir DEADLINE=${DEADLINE:-$(( $(date +%s) + 330 ))} python3 -m benchmarks.kernels.measure_shapes 2>&1 \
+        | grep -v USDT | tee "$dir/log.txt"
+    meta "$dir" benchmarks/kernels/measure_shapes.py ;;
   in_step)
     name=${1:?in_step NAME SPEC}
     spec=${2:?in_step NAME SPEC}

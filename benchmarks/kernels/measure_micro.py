@@ -466,21 +466,27 @@ def run_family(name, configs, make, all_rows, kn, errors):
     print(f"{name}: {done}/{len(configs)} configs, {len(rec.ops)} ops, kernel ms {att/1e6:.1f}, unattributed ms {unatt/1e6:.3f}, parse {time.time()-t0:.1f}s", flush=True)
 
 
-def main():
-    write_meta(out_dir(), __file__)
-    fams = os.environ.get("PH_FAMILIES", ",".join(FAMILIES)).split(",")
+def measure(families, what, stem, script):
+    """Run `families` (name -> (configs, make); PH_FAMILIES picks some, in its order) and write
+    $OUT/<stem><PH_SUFFIX>.jsonl.gz (a header saying `what`, then one line per op) and $OUT/meta.json for `script`."""
+    write_meta(out_dir(), script)
+    fams = os.environ.get("PH_FAMILIES", ",".join(families)).split(",")
     all_rows, kn, errors = [], {}, []
     for name in fams:
-        cfgs, make = FAMILIES[name]
+        cfgs, make = families[name]
         run_family(name, cfgs(), make, all_rows, kn, errors)
-    header = {"what": "microbenchmarks, one op per line", "reps": REPS, "warm": WARM, "kernel_names": list(kn),
+    header = {"what": what, "reps": REPS, "warm": WARM, "kernel_names": list(kn),
               "errors": errors, "torch": torch.__version__, "families": fams,
               "device": torch.cuda.get_device_name(0) if not DRY else "cpu"}
     suffix = os.environ.get("PH_SUFFIX", "")
-    write_jsonl_gz(f"{out_dir()}/micro_ops{suffix}.jsonl.gz", header, all_rows)
+    write_jsonl_gz(f"{out_dir()}/{stem}{suffix}.jsonl.gz", header, all_rows)
     print(f"errors: {len(errors)}")
     for e in errors[:15]:
         print(json.dumps(e)[:300])
+
+
+def main():
+    measure(FAMILIES, "microbenchmarks, one op per line", "micro_ops", __file__)
 
 
 if __name__ == "__main__":

@@ -356,6 +356,9 @@ NORM_OPS = {"aten.native_layer_norm", "aten.native_layer_norm_backward", "aten._
             "aten.native_batch_norm_backward", "aten._native_batch_norm_legit", "aten._native_batch_norm_legit_functional",
             "aten._softmax", "aten._softmax_backward_data", "aten._safe_softmax", "aten.cudnn_batch_norm",
             "aten.cudnn_batch_norm_backward", "aten._batch_norm_with_update", "aten.batch_norm_backward"}
+NORM_BACKWARD_OPS = {"aten.native_layer_norm_backward", "aten._fused_rms_norm_backward"}
+"""Norm backwards whose weight gradient is a column reduction of limited parallelism: Note [Norm backward's weight
+gradient]."""
 LOSS_OPS = {"aten._log_softmax", "aten._log_softmax_backward_data", "aten.nll_loss_forward", "aten.nll_loss_backward",
             "aten.nll_loss2d_forward", "aten.nll_loss2d_backward", "aten.mse_loss", "aten.mse_loss_backward",
             "aten.binary_cross_entropy_with_logits", "aten.smooth_l1_loss", "aten.smooth_l1_loss_backward",
@@ -629,6 +632,62 @@ def fsdp_copy_kind(op: OpCall) -> str:
     return "cast_up" if itemsize(dst[0]) > itemsize(src[0]) else "cast_down"
 
 
+# ----------------------------------------------------------------------------- norm backwards
+
+# Note [Norm backward's weight gradient]
+# LayerNorm's and RMSNorm's backward on CUDA (aten/src/ATen/native/cuda/layer_norm_kernel.cu) run two kernels: the
+# input gradient, one block per row (`layer_norm_grad_input_kernel_vectorized`), and the weight (and bias)
+# gradient, a reduction over the rows of each column (`GammaBetaBackwardCUDAKernelTemplate`). The second reads
+# the output gradient and the input again, and its parallelism is set by the columns: a block of 32 x 32 threads
+# owns 32 columns and walks down all M rows in tiles of 256 rows (fewer below 256 rows), one tile's loads in
+# flight at a time. With N columns that is ceil(N/32) blocks (one 1024-thread block per SM, so ceil(N/32/SMs)
+# waves), each taking ceil(M/256) tiles in turn: a hidden size of 256 gives 8 blocks on 132 SMs, and the kernel
+# takes as long as 128 tiles of latency however few bytes it moves. Only above 65536 rows, and for fewer than
+# SMs/2 blocks, does PyTorch split the rows over many small blocks (partial sums, then a `.sum(0)`: a third kernel),
+# which parallelizes. The model: t0 + bytes / (BW·eff) + max(bytes re-read / (BW·eff), waves · tiles · tile_ns),
+# with t0 and eff fitted per op and `tile_ns` (the time a block takes per tile: a memory round trip and its share
+# of the loads) fitted on both ops' measurements (benchmarks/kernels/fit.py `fit_norm_backward`). The sweeps'
+# hidden sizes of 1024-8192 ask 16-128 tiles of 32-256 blocks; DeepSeek-V3's debug model's 256 and 512 over
+# 32768 rows took 101 and 115 µs to read 34 and 67 MB (data/h200/e2e/frameworks/profiles, held out).
+NORM_TILE_ROWS = ((64, 8), (128, 64), (256, 128))
+"""(rows below, rows per tile) of the weight-gradient kernel for short inputs; 256 rows per tile from 256 rows."""
+NORM_BLOCK_COLS = 32
+"""Columns per block of the weight-gradient kernel (CUDA's warp size)."""
+NORM_PARTIAL_ROWS = 64 * 1024
+"""Above this many rows (and with fewer than SMs/2 blocks), the weight gradient is split over the rows."""
+
+
+@dataclass(frozen=True)
+class NormWeightGrad:
+    """The weight-gradient kernel of a norm backward (Note [Norm backward's weight gradient])."""
+
+    reread_bytes: float
+    """The output gradient and the input, read again."""
+    serial_tiles: int
+    """Tiles one block walks through, times the waves of blocks (0 where the rows are split over blocks)."""
+    split_rows: bool
+    """Rows split over blocks: partial sums and a third kernel that adds them."""
+
+
+def norm_weight_grad(op: OpCall, sm_count: int) -> NormWeightGrad | None:
+    """The weight-gradient kernel `op` (a LayerNorm or RMSNorm backward) runs; None when it computes no weight or
+    bias gradient."""
+    b = bind(op)
+    x, mask = b.get("input"), tuple(b.get("output_mask") or ())
+    if not isinstance(x, TensorMeta) or not isinstance(b.get("weight"), TensorMeta) or not any(mask[1:]):
+        return None
+    n = math.prod(b.get("normalized_shape") or x.shape[-1:])
+    m = x.numel // max(n, 1)
+    if m == 0 or n == 0:
+        return None
+    blocks = _ceil_div(n, NORM_BLOCK_COLS)
+    reread = 2.0 * m * n * itemsize(x)
+    if m > NORM_PARTIAL_ROWS and n // NORM_BLOCK_COLS < sm_count // 2:
+        return NormWeightGrad(reread, 0, True)
+    rows = next((r for below, r in NORM_TILE_ROWS if m < below), 256)
+    return NormWeightGrad(reread, _ceil_div(m, rows) * _ceil_div(blocks, sm_count), False)
+
+
 # ----------------------------------------------------------------------------- GEMM tiles
 
 # Note [GEMM tile choice]
@@ -865,6 +924,8 @@ class ComputeModel:
         if cls is None:
             return self._memory(op, "other", "generic", "generic")
         kind = self._memory_kind(op, cls)
+        if p in NORM_BACKWARD_OPS and "norm_weight_grad" in self.cal.memory:
+            return self._norm_backward(op, kind)
         return self._memory(op, cls, kind, "analytic")
 
     # memory-bound ----------------------------------------------------------------------------
@@ -911,6 +972,21 @@ class ComputeModel:
         t = p["t0_ns"] + nbytes / (self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]) * 1e9
         n_k = int(p.get("kernels", 1))
         return KernelEstimate(int(round(t + self._gap(n_k))), registry_flops(op), nbytes, cls, source)  # type: ignore[arg-type]
+
+    def _norm_backward(self, op: OpCall, kind: str) -> KernelEstimate:
+        """A LayerNorm or RMSNorm backward: its input-gradient kernel's bytes, then the weight gradient's re-read
+        or its tiles in turn, whichever is longer (Note [Norm backward's weight gradient])."""
+        mem = self.cal.memory
+        p = mem.get(kind) or mem["norm"]
+        bw = self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]
+        nbytes = default_bytes(op)
+        t = p["t0_ns"] + nbytes / bw * 1e9
+        g = norm_weight_grad(op, self.gpu.sm_count)
+        n_k = 1
+        if g is not None:
+            t += max(g.reread_bytes / bw * 1e9, g.serial_tiles * mem["norm_weight_grad"]["tile_ns"])
+            n_k += 1 + g.split_rows
+        return KernelEstimate(int(round(t + self._gap(n_k))), registry_flops(op), nbytes, "norm", "analytic")
 
     # foreach ---------------------------------------------------------------------------------
     def _foreach_features(self, op: OpCall) -> tuple[float, int]:

@@ -446,3 +446,56 @@ def test_log_sigmoid_is_elementwise():
     for name in ("aten.log_sigmoid.default", "aten.log_sigmoid_forward.default"):
         est = model().estimate(OpCall(name, (t((4096,), "float32"),), (), (t((4096,), "float32"),)))
         assert (est.source, est.kernel_class) == ("analytic", "elementwise"), name
+
+
+# ------------------------------------------- norm backwards (Note [Norm backward's weight gradient])
+
+NORM_MEMORY = dict(CAL["memory"], **{
+    "norm": {"t0_ns": 2000.0, "bw_eff": 0.5, "kernels": 1},
+    "aten._fused_rms_norm_backward": {"t0_ns": 1000.0, "bw_eff": 0.6, "kernels": 2},
+    "norm_weight_grad": {"tile_ns": 800.0},
+})
+
+
+def _rms_backward(rows, hidden, dtype="bfloat16", weight=True, mask=(True, True)):
+    x = t((rows, hidden), dtype)
+    w = t((hidden,), dtype) if weight else None
+    return OpCall("aten._fused_rms_norm_backward.default", (x, x, [hidden], t((rows, 1), "float32"), w, list(mask)), (),
+                  (x,) + ((w,) if weight and mask[1] else ()))
+
+
+def test_a_narrow_norm_backward_costs_more_per_byte_than_a_wide_one():
+    """The weight gradient's blocks own 32 columns each and walk all rows: 256 columns give 8 blocks and 128 tiles
+    in turn over 32768 rows, whatever the bytes."""
+    m = model(memory=NORM_MEMORY)
+    narrow, wide = _rms_backward(32768, 256), _rms_backward(4096, 2048)  # the same bytes
+    assert default_bytes(narrow) == pytest.approx(default_bytes(wide), rel=0.01)
+    bw = 4.8e12 * 0.6
+    assert m.estimate(narrow).duration_ns == round(1000 + default_bytes(narrow) / bw * 1e9 + 128 * 800.0 + 2 * 1000)
+    # the wide one's 64 blocks take 16 tiles each, about as long as re-reading its gradient and input
+    reread = 2 * 4096 * 2048 * 2 / bw * 1e9
+    assert m.estimate(wide).duration_ns == round(1000 + default_bytes(wide) / bw * 1e9 + max(reread, 16 * 800.0) + 2000)
+    assert m.estimate(narrow).duration_ns > 3 * m.estimate(wide).duration_ns
+    # a calibration without the tile term costs both by their bytes alone
+    old = model(memory={k: v for k, v in NORM_MEMORY.items() if k != "norm_weight_grad"})
+    assert old.estimate(narrow).duration_ns == pytest.approx(old.estimate(wide).duration_ns, rel=0.02)
+
+
+def test_norm_backward_over_many_rows_splits_them_over_blocks():
+    """Above 65536 rows and with fewer than SMs/2 blocks, PyTorch splits the rows: partial sums, then a third kernel."""
+    m = model(memory=NORM_MEMORY)
+    at_limit, split = _rms_backward(65536, 256), _rms_backward(65537, 256)
+    bw = 4.8e12 * 0.6
+    assert m.estimate(at_limit).duration_ns == round(1000 + default_bytes(at_limit) / bw * 1e9 + 256 * 800.0 + 2000)
+    reread = 2 * 65537 * 256 * 2
+    assert m.estimate(split).duration_ns == round(1000 + (default_bytes(split) + reread) / bw * 1e9 + 3000)
+    assert m.estimate(split).duration_ns < m.estimate(at_limit).duration_ns / 2
+    # wide rows keep one block per 32 columns even past 65536 rows
+    assert m.estimate(_rms_backward(65537, 4096)).duration_ns > 257 * 800.0
+
+
+def test_norm_backward_without_a_weight_gradient_runs_the_input_gradient_alone():
+    m = model(memory=NORM_MEMORY)
+    bw = 4.8e12 * 0.6
+    for op in (_rms_backward(32768, 256, weight=False), _rms_backward(32768, 256, mask=(True, False))):
+        assert m.estimate(op).duration_ns == round(1000 + default_bytes(op) / bw * 1e9 + 1000)
