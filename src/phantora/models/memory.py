@@ -642,8 +642,9 @@ class EventProbe(Protocol):
 # finds no cached block while events are pending, the model asks its `event_probe` (the coordinator, which
 # knows where each stream stands at the host's time) which of them have completed, frees their blocks and
 # looks again. The real allocator would have freed them at the first allocation after they completed, not
-# at the first that needed them; what differs is which cached block serves an allocation that found one,
-# never whether a segment is reserved. Asking costs the simulation a round trip, so only a miss asks.
+# at the first that needed them: an allocation that finds some cached block may take another one than the
+# real allocator would (and fragment differently later), but no segment is reserved for want of a block the
+# GPU had released. Asking costs the simulation a round trip, so only a miss asks.
 
 
 class CachingAllocatorModel:
