@@ -5,9 +5,10 @@ Every `nn.Module` call costs the host `module_call_ns` (models/host.py), charged
 before the module's forward pre-hooks (FSDP2's all-gathers) and its `forward`. A global forward pre-hook would
 charge it there, but `_call_impl` goes straight to `forward` only while no hook of any kind is set, the module's
 own or a global one: a single global hook puts every call of every module on the path that collects and runs
-hooks, about 6 µs more of the simulator's CPU per call. So a wrapper of `Module._call_impl` charges, then calls
-torch's own, which takes the fast path where the module has no hooks of its own. `Module.__call__` (torch's
-`_wrapped_call_impl`) calls `_call_impl` by name, and so does `torch.fx`'s symbolic tracing through it.
+hooks, 1.3 µs more of a rank's CPU per call (docs/runtime.md, "The simulator's own cost per op"). So a wrapper of
+`Module._call_impl` charges, then calls torch's own, which takes the fast path where the module has no hooks of its
+own. `Module.__call__` (torch's `_wrapped_call_impl`) calls `_call_impl` by name, and so does `torch.fx`'s symbolic
+tracing through it.
 
 The wrapper charges the calls a global pre-hook that checks `torch.compiler.is_compiling()` charged:
 - every call that runs `Module._call_impl`, a nested module's included; a subclass that overrides `__call__`
