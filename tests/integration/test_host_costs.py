@@ -15,6 +15,8 @@ def test_module_optimizer_clip_loader_and_backward_costs(phantora):
     add = C.launch_ns + C.framework_ns  # in place: no output allocated
     assert took["adds"] == took["adds_again"] == 100 * add
     assert took["modules"] == 100 * C.module_call_ns  # Identity issues no op
+    assert took["nested_modules"] == 100 * 5 * C.module_call_ns  # each module of the nest, once
+    assert took["global_module_hooks"] == 0  # every module call stays on torch's fast path
     assert took["zero_grad"] == C.zero_grad_ns + 3 * C.zero_grad_per_param_ns
     assert took["optimizer_step"] == C.optimizer_step_ns
     assert took["clip"] == C.grad_norm_ns

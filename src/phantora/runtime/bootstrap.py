@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 
 RUNTIME_MODULES = ("cuda_api", "distributed", "functional_collectives", "native", "triton_kernels", "clock", "compile",
-                   "dispatch", "extensions", "handlers", "library_probes", "kernels", "modules", "python_costs",
-                   "python_prices", "session", "sdpa", "storage", "host_time", "rank_result")
+                   "dispatch", "extensions", "handlers", "library_probes", "kernels", "modules", "module_calls",
+                   "python_costs", "python_prices", "session", "sdpa", "storage", "host_time", "rank_result")
 """The runtime's modules a rank imports before its program runs (`install`, `main`): what the fork server
 imports once for every rank (runtime/zygote.py)."""
 

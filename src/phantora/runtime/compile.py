@@ -15,9 +15,11 @@ These let Dynamo trace a program while Phantora's dispatch mode is active:
 - Phantora's own modules are in Dynamo's skip list: Dynamo never compiles the dispatch mode's frames or
   Phantora's stand-ins for `torch.cuda`; a program that calls one of them inside a compiled region breaks the
   graph there, as any skipped function does. Two modules are left to trace, because a model calls them in
-  its forward: `runtime/python_costs.py` (the module-call hook, which does nothing while Dynamo traces:
-  compiled code makes no module calls) and `runtime/python_prices.py` (the charge at each entry of a priced
-  library's functions, whose stand-in in a graph does nothing: compiled code runs none of their Python).
+  its forward: `runtime/python_costs.py` (the charges of library calls) and `runtime/python_prices.py` (the charge
+  at each entry of a priced library's functions, whose stand-in in a graph does nothing: compiled code runs none
+  of their Python). One is skipped where it would start a frame and inlined where traced code calls it, as
+  Dynamo treats `torch.nn`: `runtime/module_calls.py`, whose `Module._call_impl` charges a module call (nothing
+  while Dynamo traces: compiled code makes no module calls; Note [Module calls on torch's fast path]).
 - Phantora's `F.scaled_dot_product_attention` (runtime/sdpa.py, the kernel CUDA's selection would take) is
   allowed in the graph (`torch.compiler.allow_in_graph`): Dynamo records the call as is (it reads backend flags
   Dynamo cannot trace), and AOTAutograd traces through it to the chosen kernel, so the graph holds the
@@ -34,8 +36,7 @@ And one lets Inductor's passes run: every fake mode but the simulated device's o
 would otherwise copy constants to the device for real (Inductor's pattern initialisation builds its example
 inputs so), which no CUDA kernel of a CPU build can do.
 
-This is done at the program's first `torch.compile` (importing Dynamo takes seconds). PyTorch's warning about
-global module hooks is silenced: the hook is Phantora's (runtime/python_costs.py), not the program's.
+This is done at the program's first `torch.compile` (importing Dynamo takes seconds).
 
 Warnings come only where a region is compiled and cannot be simulated as Inductor's kernels (it then runs
 eagerly, counted); a library that decorates functions at import compiles nothing until they are called.
@@ -45,7 +46,6 @@ Compilation time is not predicted: the summary says so when the program compiled
 from __future__ import annotations
 
 import functools
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 
 TRACED_MODULES = ("python_costs.py", "python_prices.py")
 """Phantora's modules in `phantora/runtime/` that Dynamo traces (Note [torch.compile under Phantora])."""
+
+INLINED_WHEN_CALLED = ("module_calls.py",)
+"""Phantora's modules in `phantora/runtime/` that Dynamo inlines where traced code calls them, but never starts
+compiling a frame in (Note [torch.compile under Phantora])."""
 
 
 def install_compile(session: Session, recorder: KernelRecorder) -> None:
@@ -104,11 +108,6 @@ def prepare_dynamo() -> None:
     routed = torch.nn.functional.scaled_dot_product_attention
     if getattr(routed, "__module__", None) == sdpa.__name__:
         torch.compiler.allow_in_graph(routed)
-    warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING)
-
-
-_GLOBAL_HOOKS_WARNING = r"Using `torch.compile\(module\)` when there are global hooks on modules"
-"""PyTorch's warning for a global module hook (Phantora's own, which charges module calls: runtime/python_costs.py)."""
 
 
 def _hybrid_mode() -> Any:
@@ -152,7 +151,7 @@ def other_fake_modes_avoid_the_device(own: type) -> None:
 
 def skip_phantora_in_dynamo() -> None:
     """Put Phantora's modules, but `TRACED_MODULES`, in Dynamo's skip list (by file: a package's `__init__.py`
-    would put its whole directory there)."""
+    would put its whole directory there), and let traced code call into `INLINED_WHEN_CALLED`."""
     from torch._dynamo import trace_rules
 
     root = Path(__file__).resolve().parents[1]
@@ -160,4 +159,6 @@ def skip_phantora_in_dynamo() -> None:
         if path.name == "__init__.py" or (path.parent.name == "runtime" and path.name in TRACED_MODULES):
             continue
         trace_rules.SKIP_DIRS.append(str(path))
+        if path.parent.name == "runtime" and path.name in INLINED_WHEN_CALLED:
+            trace_rules.BUILTIN_INLINE_WHEN_CALLED.add(str(path))
     trace_rules._recompile_re()

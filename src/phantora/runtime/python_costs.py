@@ -6,9 +6,9 @@ ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's
 `set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, functional collectives' Python, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
 `Session.thread_steal_ns`). Each is charged, from the host model's constants, where the call starts: through
-PyTorch's own global hooks where there is one (module forward pre-hooks, optimizer step pre-hooks),
-through a thin wrapper otherwise. Deterministic: a constant per call (per parameter for
-`zero_grad`), never a measured time.
+PyTorch's own global hook where there is one that costs nothing more (optimizer step pre-hooks), through a thin
+wrapper otherwise (module calls: `Module._call_impl`, runtime/module_calls.py Note [Module calls on torch's fast
+path]). Deterministic: a constant per call (per parameter for `zero_grad`), never a measured time.
 
 Only the process that installed the simulation charges: a DataLoader worker forked from it runs
 the dataset's code on its own CPU, which the main process does not wait for.
@@ -23,6 +23,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from phantora.runtime.clock import forked_from_rank
+from phantora.runtime.module_calls import charge_module_calls
 
 if TYPE_CHECKING:
     from phantora.models.host import HostModel
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 def install_python_costs(session: Session) -> None:
     import torch
     import torch.distributed._functional_collectives as fc
-    import torch.nn.modules.module as module
     import torch.nn.utils.clip_grad as clip_grad
     import torch.optim.optimizer as optimizer
     from torch.utils.data import dataloader
@@ -43,12 +43,7 @@ def install_python_costs(session: Session) -> None:
         if not forked_from_rank():
             session.host_work(ns)
 
-    def module_call(mod, args) -> None:
-        if torch.compiler.is_compiling():  # Dynamo traces the hook: compiled code makes no module calls
-            return
-        charge(host.module_call_ns())
-
-    module.register_module_forward_pre_hook(module_call)
+    charge_module_calls(lambda: charge(host.module_call_ns()))
     optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: charge(host.optimizer_step_ns()))
     _charge_before(torch.optim.Optimizer, "zero_grad",
                    lambda opt: charge(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))

@@ -20,6 +20,7 @@ def took(fn) -> int:
 a = torch.ones(16, device="cuda")
 b = torch.ones(16, device="cuda")
 identity = torch.nn.Identity()
+nested = torch.nn.Sequential(torch.nn.Identity(), torch.nn.Sequential(torch.nn.Identity(), torch.nn.Identity()))
 params = [torch.nn.Parameter(torch.ones(16, device="cuda")) for _ in range(3)]
 opt = torch.optim.SGD(params, lr=0.1)
 loader = iter(DataLoader(list(range(8)), batch_size=2, num_workers=0))
@@ -50,6 +51,11 @@ def modules():
         identity(a)
 
 
+def nested_modules():
+    for _ in range(100):
+        nested(a)
+
+
 def adds():
     for _ in range(100):
         a.add_(b)
@@ -58,6 +64,8 @@ def adds():
 result = {
     "adds": took(adds),
     "modules": took(modules),
+    "nested_modules": took(nested_modules),
+    "global_module_hooks": int(bool(torch.nn.modules.module._has_any_global_hook())),
     "zero_grad": took(lambda: opt.zero_grad(set_to_none=True)),
     "optimizer_step": took(opt.step),  # no gradients: no ops, only the step's Python
     "clip": took(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0)),  # no gradients: no ops

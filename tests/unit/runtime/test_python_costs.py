@@ -1,7 +1,12 @@
-"""Library calls charged by the path they take (runtime/python_costs.py, models/host.py)."""
+"""Library calls charged by the path they take (runtime/python_costs.py, models/host.py), and module calls charged
+without a global module hook (runtime/module_calls.py)."""
 
 import inspect
 from types import SimpleNamespace
+from typing import Callable
+
+import pytest
+import torch
 
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState
@@ -12,6 +17,7 @@ from phantora.specs import load_profile
 H200_HOST = load_profile("h200").host.value
 LIBRARY_CALL_NS = H200_HOST.library_call_ns
 ACCUMULATING_CALL_NS = H200_HOST.accumulating_call_ns
+from phantora.runtime.module_calls import charge_module_calls
 from phantora.runtime.python_costs import _library_charge
 
 
@@ -49,3 +55,143 @@ def test_fsdp_still_names_what_the_path_tests_read():
     assert "self.reduce_grads" in inspect.getsource(FSDPParamGroup)
     source = inspect.getsource(FSDPState)
     assert "_state_ctx.all_states" in source and "_fsdp_param_groups" in source
+
+
+
+class Nested(torch.nn.Module):
+    """Five module calls per call: itself, a Sequential and its two layers, and a layer of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        self.head = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.head(self.block(x)).sum()
+
+
+class Breaks(torch.nn.Module):
+    """A module whose forward Dynamo compiles as two graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.layer(x)
+        torch._dynamo.graph_break()
+        return self.layer(x).sum()
+
+
+def charge_as_in_a_rank(monkeypatch, charge: Callable[[], None], dynamo_after_install: bool = False) -> None:
+    """Module calls charged as in a rank (runtime/module_calls.py), `Module._call_impl` restored after the test.
+    A rank imports Dynamo before the install (runtime/cuda_api.py), and Dynamo keeps torch's own `_call_impl` as the
+    one it may trace straight past; imported after the install, it would take the charged one for it."""
+    from torch._dynamo.variables import nn_module
+
+    monkeypatch.setattr(torch.nn.Module, "_call_impl", torch.nn.Module._call_impl)
+    charge_module_calls(charge)
+    if dynamo_after_install:
+        monkeypatch.setattr(nn_module, "unpatched_nn_module_call_impl", torch.nn.Module._call_impl)
+
+
+@pytest.fixture
+def module_calls(monkeypatch) -> list[str]:
+    charged: list[str] = []
+    charge_as_in_a_rank(monkeypatch, lambda: charged.append("module call"))
+    return charged
+
+
+@pytest.fixture
+def dynamo(phantora_skipped_by_dynamo):
+    yield
+    torch._dynamo.reset()
+
+
+def test_each_module_call_is_charged_once_with_no_global_hook(module_calls):
+    Nested()(torch.ones(2, 4))
+    assert module_calls == ["module call"] * 5
+    assert not torch.nn.modules.module._has_any_global_hook()  # every call takes torch's fast path
+
+
+def test_a_module_call_is_charged_before_its_forward_pre_hooks(module_calls):
+    layer = torch.nn.Linear(4, 4)
+    layer.register_forward_pre_hook(lambda module, args: module_calls.append("pre-hook"))
+    layer(torch.ones(2, 4))
+    assert module_calls == ["module call", "pre-hook"]
+
+
+@pytest.mark.parametrize("dynamo_after_install", [False, True])
+def test_dynamo_inlines_the_charged_call_but_never_starts_a_frame_in_it(dynamo, monkeypatch, dynamo_after_install):
+    from torch._dynamo import trace_rules
+
+    charged: list[int] = []
+    charge_as_in_a_rank(monkeypatch, lambda: charged.append(1), dynamo_after_install)
+    call = torch.nn.Module._call_impl
+    assert call.__name__ == "_call_impl"  # what Dynamo's wrapping of a callable to compile looks for
+    assert trace_rules.check(call) and not trace_rules.check(call, is_inlined_call=True)
+    explained = torch._dynamo.explain(lambda x, net: net(x))(torch.ones(2, 4), Nested())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    assert charged == []
+
+
+def charges_per_call(charged: list[int]) -> dict[str, list[int]]:
+    """The charges of two calls of each: an eager module, `torch.compile(module)`, `Module.compile()`, a compiled
+    function whose module breaks its graph and which calls a module from code Dynamo skips, `torch.fx`'s tracing."""
+    x, skipped = torch.ones(2, 4), torch._dynamo.disable(lambda module, x: module(x))
+    compiled, in_place, breaks = torch.compile(Nested(), backend="eager"), Nested(), Breaks()
+    in_place.compile(backend="eager")
+    function = torch.compile(lambda x: breaks(x) + skipped(Nested(), x), backend="eager")
+    calls = {"eager": lambda: Nested()(x), "compiled": lambda: compiled(x), "in place": lambda: in_place(x),
+             "function": lambda: function(x), "fx": lambda: torch.fx.symbolic_trace(Nested())}
+    seen: dict[str, list[int]] = {name: [] for name in calls}
+    for name, call in calls.items():
+        for _ in range(2):
+            before = len(charged)
+            call()
+            seen[name].append(len(charged) - before)
+    return seen
+
+
+@pytest.mark.filterwarnings("ignore:Using `torch.compile\\(module\\)` when there are global hooks")
+def test_charges_what_a_global_pre_hook_charged(dynamo, monkeypatch):
+    """A global forward pre-hook that charged unless compiling charged nothing where Dynamo's frame evaluation was
+    on: Dynamo compiled the hook's own frame there (runtime/module_calls.py Note [Module calls on torch's fast
+    path]). So of a compiled module only its `OptimizedModule` is charged, and a module compiled in place not."""
+    hooked: list[int] = []
+
+    def hook(module, args) -> None:
+        if not torch.compiler.is_compiling():
+            hooked.append(1)
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        expected = charges_per_call(hooked)
+    finally:
+        handle.remove()
+    torch._dynamo.reset()
+    charged: list[int] = []
+    charge_as_in_a_rank(monkeypatch, lambda: charged.append(1))
+    assert charges_per_call(charged) == expected, expected
+    assert expected["eager"] == [5, 5] and expected["compiled"] == [1, 1] and expected["in place"] == [0, 0]
+    assert expected["fx"] == [1, 1]  # the Sequential, traced through; the Linear layers are leaves
+
+
+def test_compiled_graphs_are_pytorchs_own(dynamo, monkeypatch):
+    """Dynamo traces a module call through the charged `_call_impl` to the graphs it makes without Phantora (a
+    global module hook would lift a module's input before its parameters)."""
+
+    def graphs() -> list[str]:
+        seen: list[str] = []
+
+        def backend(graph, inputs):
+            seen.append(graph.code)
+            return graph.forward
+
+        torch.compile(Breaks(), backend=backend)(torch.ones(2, 4))
+        torch._dynamo.reset()
+        return seen
+
+    plain = graphs()
+    charge_as_in_a_rank(monkeypatch, lambda: None)
+    assert graphs() == plain and len(plain) == 2

@@ -10,7 +10,6 @@ import torch
 
 from phantora.models.python_prices import PythonPrices
 from phantora.runtime import library_probes, python_prices
-from phantora.runtime.compile import skip_phantora_in_dynamo
 from phantora.runtime.python_prices import CHARGE_NAME, PricedImports, pricer, site_relative
 
 PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000},
@@ -108,18 +107,6 @@ def test_a_priced_library_charges_each_call_of_a_priced_function_on_any_thread(p
     assert charged == [300] * 8
     library.helper(0)
     assert charged == [300] * 8
-
-
-@pytest.fixture
-def phantora_skipped_by_dynamo(monkeypatch):
-    """Dynamo's skip list as in a rank (runtime/compile.py `skip_phantora_in_dynamo`), restored after the test."""
-    from torch._dynamo import trace_rules
-
-    monkeypatch.setattr(trace_rules, "SKIP_DIRS", list(trace_rules.SKIP_DIRS))
-    skip_phantora_in_dynamo()
-    yield
-    monkeypatch.undo()
-    trace_rules._recompile_re()
 
 
 def test_a_library_imported_before_install_is_priced_in_place(charged):
