@@ -1206,20 +1206,16 @@ class CachingAllocatorModel:
         Note [Cross-stream frees between syncs]."""
         if self.event_probe is None:
             return False
-        before = self._pending_event_count()
         for stream, queue in self._events.items():
             done = self._stream_done_seq.get(stream, 0)
             waiting = [seq for seq, _ in queue if seq > done]
             if waiting:
                 self._stream_done_seq[stream] = max(done, self.event_probe.completed(stream, waiting))
-        self._process_events()
-        return self._pending_event_count() < before
+        return self._process_events()
 
-    def _pending_event_count(self) -> int:
-        return sum(len(queue) for queue in self._events.values())
-
-    def _process_events(self) -> None:
-        """Free blocks whose events have completed. DeviceCachingAllocator::process_events."""
+    def _process_events(self) -> bool:
+        """Free blocks whose events have completed; True if a block was freed. DeviceCachingAllocator::process_events."""
+        freed = False
         for stream in list(self._events):
             queue = self._events[stream]
             done = self._stream_done_seq.get(stream, 0)
@@ -1229,9 +1225,11 @@ class CachingAllocatorModel:
                 block.event_count -= 1
                 if block.event_count == 0:
                     self._free_block(block)
+                    freed = True
             if not queue:
                 del self._events[stream]
                 self._stream_done_seq.pop(stream, None)
+        return freed
 
     def _synchronize_and_free_events(self) -> None:
         """Block until every event completes, freeing their blocks.
