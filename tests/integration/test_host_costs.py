@@ -51,6 +51,19 @@ def test_tensor_ops_on_the_host_cost_the_bytes_they_move(phantora):
     assert took["view_tokens"] == 0
 
 
+def test_a_tokenizer_costs_the_characters_it_reads_and_the_tokens_it_returns(phantora):
+    """models/host.py Note [Tokenizing on the host]: `tokenizers` imported under the simulation is charged; a pair's
+    second text and a batch's every text count."""
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("HOST")
+    chars, short = took["text_chars"], 100
+    assert took["tokenize"] == C.tokenize_char_ns * chars + C.tokenize_token_ns * took["text_tokens"] > 0
+    assert took["tokenize_pair"] == C.tokenize_char_ns * (chars + short) + C.tokenize_token_ns * took["pair_tokens"]
+    assert took["tokenize_batch"] == (C.tokenize_char_ns * (chars + short)
+                                      + C.tokenize_token_ns * (took["text_tokens"] + took["short_tokens"]))
+
+
 def test_a_priced_librarys_python_costs_its_measured_price(phantora):
     """models/python_prices.py Note [Library Python]: each call of a DeepSpeed function costs the host its price
     (the prices stand for the measured hosts, as the constants do); nothing without the prices."""

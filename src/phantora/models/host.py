@@ -31,7 +31,7 @@ index (how much slower than the average lease it ran the host-bound ground-truth
 benchmarks/host/leases.py on data/h200/host/leases), so the constants stand for the average lease; the
 per-op microbenchmarks are taken as measured.
 Not modelled: the user's own Python that is not a module call (a dataset's `__getitem__` run in
-the main process, custom loops), GC pauses.
+the main process, custom loops), GC pauses. A tokenizer's work is (Note [Tokenizing on the host]).
 
 Note [Tensor ops on the host]
 A program's ops on CPU tensors run for real (or on fake CPU tensors where they are large: runtime/dispatch.py
@@ -43,6 +43,23 @@ page of a new output above glibc's mmap threshold. Views and metadata ops move n
 thread pays (runtime/session.py `host_tensor_op`): DataLoader workers collate in processes of their own, and a
 pin-memory thread pins beside the training loop. The rate is a copy's:
 an op that computes more than it moves (a causal mask's `tril` on bools, 7-13x slower) is under-charged.
+
+Note [Tokenizing on the host]
+A data pipeline that tokenizes as it trains does so on the rank's main thread between steps, while the GPU waits
+for the next batch: TorchTitan's text datasets encode each document as they fill a sample (an H200 host spent 10-38
+ms a step in TorchTitan's data loader, its GPU idle throughout; data/h200/e2e/frameworks/profiles/), and so does a
+map-style dataset whose `__getitem__` calls a tokenizer. The tokenizer is Rust that op interception does not see, so
+each call of Hugging Face `tokenizers`' encoders (`Tokenizer.encode`, `encode_batch`: what `transformers`' fast
+tokenizers and TorchTitan's call) pays `tokenize_char_ns` per character it reads and `tokenize_token_ns` per token
+it returns, charged as the call returns (runtime/python_costs.py). Two terms because tokenizers differ in tokens per
+character: per character the byte-level pre-tokenizer and normalizer work, per token the vocabulary's lookups and
+merges and the encoding's arrays. Fitted on two byte-level BPE tokenizers (one about a token per character, one
+about 4.5 characters per token) over documents of 0.4-4.5k characters: within 4-13 % of each's total
+(benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts beyond about 16k characters
+take longer per character (1.7x at 256k); `encode_batch` is charged as its texts one after another, as with
+`TOKENIZERS_PARALLELISM=false` (its Rust threads would run them side by side on a host with cores to spare);
+other tokenizer libraries (tiktoken, sentencepiece); and the Python around the tokenizer (TorchTitan's token
+buffer and sample tensors, `datasets`' rows: about as long again as the tokenizer in TorchTitan's sample).
 """
 
 from __future__ import annotations
@@ -185,6 +202,11 @@ class HostConstants:
     cpu_page_fault_ns: int = 2454
     """Per 4 KiB page of a CPU tensor op's new output above glibc's mmap threshold: a fresh mapping whose pages
     fault in on first touch."""
+    tokenize_char_ns: int = 218
+    """Per character of text a Hugging Face `tokenizers` encoder reads: normalizing, the byte-level pre-tokenizer's
+    regex and byte mapping (Note [Tokenizing on the host]; benchmarks/host/fit_tokenizer.py)."""
+    tokenize_token_ns: int = 159
+    """... and per token it returns: the model's word lookups and merges, the encoding's ids, offsets and masks."""
 
     def scaled(self, factor: float) -> "HostConstants":
         """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long); a rate (a field
@@ -384,6 +406,11 @@ class HostModel:
     def dataloader_next_ns(self) -> int:
         """Host time of fetching one ready batch from a DataLoader iterator."""
         return self.c.dataloader_next_ns
+
+    def tokenize_ns(self, chars: int, tokens: int) -> int:
+        """Host time of a tokenizer encoding `chars` characters of text into `tokens` tokens (Note [Tokenizing on
+        the host])."""
+        return self.c.tokenize_char_ns * chars + self.c.tokenize_token_ns * tokens
 
     def dataloader_contention_ns(self) -> int:
         """Host time a DataLoader's helper threads take from the main thread per batch, while it

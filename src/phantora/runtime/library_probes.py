@@ -13,15 +13,11 @@ The probes are patched when their module is imported (`after_import`).
 
 from __future__ import annotations
 
-import importlib.abc
-import sys
 from typing import Callable
 
 from torch._subclasses.fake_tensor import FakeTensor
 
-from phantora.runtime.import_hooks import find_spec_after
-
-_hooks: dict[str, Callable] = {}
+from phantora.runtime.import_hooks import after_import
 
 
 def is_tracing_fake(x: object, ours: type) -> bool:
@@ -37,37 +33,6 @@ PROBES: dict[str, Callable] = {
     "transformers.utils.import_utils": _patch_transformers,
 }
 """Modules with a probe for fake tensors -> how to patch it (given the module and Phantora's fake mode class)."""
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a hook on a module once it has been executed, wherever it is found."""
-
-    def find_spec(self, name, path, target=None):
-        hook = _hooks.get(name)
-        if hook is None:
-            return None
-        spec = find_spec_after(self, name, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        execute = loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            hook(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
-def after_import(name: str, hook: Callable) -> None:
-    """Run `hook(module)` when module `name` is imported (now, if it already is)."""
-    if name in sys.modules:
-        hook(sys.modules[name])
-        return
-    _hooks[name] = hook
-    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
 
 
 def install_library_probes(fake_mode_class: type) -> None:

@@ -5,10 +5,12 @@ time in Python that issues few or no ops: `nn.Module.__call__` and the `forward`
 ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's Python entry points, `zero_grad()` (no op at all with
 `set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, functional collectives' Python, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
-`Session.thread_steal_ns`). Each is charged, from the host model's constants, where the call starts: through
+`Session.thread_steal_ns`), a tokenizer encoding text (Rust: models/host.py Note [Tokenizing on the host]). Each is
+charged, from the host model's constants, where the call starts: through
 PyTorch's own global hook where there is one that costs nothing more (optimizer step pre-hooks), through a thin
 wrapper otherwise (module calls: `Module._call_impl`, runtime/module_calls.py Note [Module calls on torch's fast
-path]). Deterministic: a constant per call (per parameter for `zero_grad`), never a measured time.
+path]). Deterministic: a constant per call (per parameter for `zero_grad`, per character and token for a tokenizer),
+never a measured time.
 
 Only the process that installed the simulation charges: a DataLoader worker forked from it runs
 the dataset's code on its own CPU, which the main process does not wait for.
@@ -23,6 +25,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from phantora.runtime.clock import forked_from_rank
+from phantora.runtime.import_hooks import after_import
 from phantora.runtime.module_calls import charge_module_calls
 
 if TYPE_CHECKING:
@@ -56,11 +59,57 @@ def install_python_costs(session: Session) -> None:
             session.thread_steal_ns(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
+    after_import("tokenizers", lambda module: _charge_encoders(module.Tokenizer, host, charge))
     _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda name: charge(host.functional_collective_ns(name)))
     for name in host.library_calls():
         owner = _library_owner(name)
         if owner is not None:  # a torch without this library (or this version of it) never calls it
             _charge_before(owner, name.rpartition(".")[2], _library_charge(host, name, charge))
+
+
+_encoding = threading.local()
+
+ENCODER_INPUTS = {"encode": ("sequence", "pair"), "encode_batch": ("input",), "encode_batch_fast": ("input",)}
+"""`tokenizers.Tokenizer`'s methods that encode text (`encode_batch_fast` where the version has it) -> their text
+parameters, in order."""
+
+
+def _charge_encoders(tokenizer: type, host: HostModel, charge: Callable[[int], None]) -> None:
+    """Each call of a Hugging Face tokenizer's encoders pays the characters it reads and the tokens it returns, as it
+    returns (models/host.py Note [Tokenizing on the host])."""
+    for name in ENCODER_INPUTS:
+        original = getattr(tokenizer, name, None)
+        if original is None or getattr(original, "__wrapped__", None) is not None:  # absent, or charged already
+            continue
+
+        @functools.wraps(original)
+        def encode(self, *args, __original=original, __inputs=ENCODER_INPUTS[name], **kwargs):
+            if getattr(_encoding, "active", False):  # an encoder called by another pays as part of it
+                return __original(self, *args, **kwargs)
+            _encoding.active = True
+            try:
+                encoded = __original(self, *args, **kwargs)
+            finally:
+                _encoding.active = False
+            texts = [args[i] if i < len(args) else kwargs.get(key) for i, key in enumerate(__inputs)]
+            charge(host.tokenize_ns(text_chars(texts), encoded_tokens(encoded)))
+            return encoded
+
+        setattr(tokenizer, name, encode)
+
+
+def text_chars(text: Any) -> int:
+    """Characters of an encoder's input: a text, a pair of texts, a pre-tokenized list of words, or a batch of those."""
+    if isinstance(text, str):
+        return len(text)
+    if isinstance(text, (list, tuple)):
+        return sum(text_chars(part) for part in text)
+    return 0
+
+
+def encoded_tokens(encoded: Any) -> int:
+    """Tokens of an encoder's result: an `Encoding` or a list of them."""
+    return sum(len(e) for e in encoded) if isinstance(encoded, list) else len(encoded)
 
 
 def _library_charge(host: HostModel, name: str, charge: Callable[[int], None]) -> Callable[..., None]:

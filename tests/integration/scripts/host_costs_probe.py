@@ -4,10 +4,14 @@ Prints `HOST {json}`: the simulated host ns each probe took, for tests/integrati
 """
 
 import json
+import pathlib
 import time
 
 import torch
 from torch.utils.data import DataLoader
+
+# imported under the simulation, as a training script's data pipeline imports it (runtime/python_costs.py hooks it)
+from tokenizers import Tokenizer
 
 
 def took(fn) -> int:
@@ -26,6 +30,8 @@ opt = torch.optim.SGD(params, lr=0.1)
 loader = iter(DataLoader(list(range(8)), batch_size=2, num_workers=0))
 mask = torch.ones(2048, 2048, dtype=torch.bool)  # 4 MiB, kept fake on the host (runtime/dispatch.py)
 tokens = torch.ones(16, 2048, dtype=torch.int64)  # 256 KiB, real
+tokenizer = Tokenizer.from_file(str(pathlib.Path(__file__).parents[3] / "benchmarks/workloads/torchtitan/tokenizer.json"))
+text = "A data pipeline tokenizes each document as it fills a sample, on the main thread. " * 20
 x = torch.ones(8, device="cuda", requires_grad=True)
 z = x.sin().sum()
 
@@ -79,5 +85,13 @@ result = {
     "stack_tokens": took(lambda: torch.stack([tokens, tokens + 1])),
     "pin_masks": took(lambda: mask.pin_memory()),
     "view_tokens": took(lambda: tokens.view(-1)),
+    # models/host.py Note [Tokenizing on the host]: per character read and token returned, a batch its texts' sum
+    "tokenize": took(lambda: tokenizer.encode(text)),
+    "tokenize_pair": took(lambda: tokenizer.encode(text, pair=text[:100])),
+    "tokenize_batch": took(lambda: tokenizer.encode_batch([text, text[:100]])),
+    "text_chars": len(text),
+    "text_tokens": len(tokenizer.encode(text)),
+    "pair_tokens": len(tokenizer.encode(text, text[:100])),
+    "short_tokens": len(tokenizer.encode(text[:100])),
 }
 print("HOST " + json.dumps(result), flush=True)

@@ -5,7 +5,8 @@ import sys
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from phantora.runtime.library_probes import after_import, is_tracing_fake
+from phantora.runtime.import_hooks import after_import
+from phantora.runtime.library_probes import is_tracing_fake
 
 
 class OurMode(FakeTensorMode):

@@ -18,7 +18,7 @@ H200_HOST = load_profile("h200").host.value
 LIBRARY_CALL_NS = H200_HOST.library_call_ns
 ACCUMULATING_CALL_NS = H200_HOST.accumulating_call_ns
 from phantora.runtime.module_calls import charge_module_calls
-from phantora.runtime.python_costs import _library_charge
+from phantora.runtime.python_costs import ENCODER_INPUTS, _charge_encoders, _library_charge
 
 
 def charge(name: str, owner) -> int:
@@ -195,3 +195,66 @@ def test_compiled_graphs_are_pytorchs_own(dynamo, monkeypatch):
     plain = graphs()
     charge_as_in_a_rank(monkeypatch, lambda: None)
     assert graphs() == plain and len(plain) == 2
+
+
+class Encoding:
+    def __init__(self, tokens: int):
+        self.tokens = tokens
+
+    def __len__(self) -> int:
+        return self.tokens
+
+
+class WordTokenizer:
+    """`tokenizers.Tokenizer`'s encoders, one token per word."""
+
+    def encode(self, sequence, pair=None, is_pretokenized=False, add_special_tokens=True):
+        words = sequence if is_pretokenized else sequence.split()
+        return Encoding(len(words) + (len(pair.split()) if pair else 0))
+
+    def encode_batch(self, input, is_pretokenized=False, add_special_tokens=True):
+        return [self.encode(*text) if isinstance(text, tuple) else self.encode(text, is_pretokenized=is_pretokenized)
+                for text in input]
+
+
+def charged_tokenizer() -> tuple[WordTokenizer, list[int]]:
+    class Tokenizer(WordTokenizer):
+        pass
+    paid: list[int] = []
+    _charge_encoders(Tokenizer, HostModel(H200_HOST), paid.append)
+    return Tokenizer(), paid
+
+
+def tokenize_ns(chars: int, tokens: int) -> int:
+    return H200_HOST.tokenize_char_ns * chars + H200_HOST.tokenize_token_ns * tokens
+
+
+def test_an_encoder_pays_the_characters_it_reads_and_the_tokens_it_returns():
+    tokenizer, paid = charged_tokenizer()
+    assert len(tokenizer.encode("two words")) == 2
+    tokenizer.encode(sequence="one", pair="and two")  # by keyword: the pair's text counts
+    tokenizer.encode("one", "and two")
+    assert paid == [tokenize_ns(9, 2), tokenize_ns(10, 3), tokenize_ns(10, 3)]
+
+
+def test_a_batch_pays_all_its_texts_pairs_and_pretokenized_words():
+    tokenizer, paid = charged_tokenizer()
+    tokenizer.encode_batch(["a b", ("c", "d e")])
+    tokenizer.encode_batch(input=[["pre", "split"]], is_pretokenized=True)
+    assert paid == [tokenize_ns(3 + 4, 2 + 3), tokenize_ns(8, 2)]
+
+
+def test_encoders_are_charged_once_however_often_the_charge_is_installed():
+    tokenizer, paid = charged_tokenizer()
+    _charge_encoders(type(tokenizer), HostModel(H200_HOST), paid.append)
+    tokenizer.encode("one")
+    assert paid == [tokenize_ns(3, 1)]
+
+
+def test_tokenizers_still_names_the_text_parameters_the_charge_reads():
+    """A release that renamed them would charge a call by keyword nothing for its text."""
+    from tokenizers import Tokenizer
+    for name, inputs in ENCODER_INPUTS.items():
+        signature = getattr(Tokenizer, name).__text_signature__ if hasattr(Tokenizer, name) else None
+        if signature is not None:
+            assert signature.startswith("(self, " + ", ".join(inputs)), (name, signature)
