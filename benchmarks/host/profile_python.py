@@ -4,6 +4,7 @@ its steady steps.
     [PROFILE_AFTER_STEP=K] [PROFILE_ALTERNATE=1] python -m benchmarks.host.profile_python OUT SCRIPT ARGS...
     [PROFILE_AFTER_STEP=K] [PROFILE_ALTERNATE=1] torchrun ... -m benchmarks.host.profile_python OUT SCRIPT ARGS...
                                                                                     # each rank: OUT.rank<R>.*
+    ... -m benchmarks.host.profile_python OUT -m MODULE ARGS...                     # a module's program
 
 Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hook, which
 every framework's optimizer reaches through the torch optimizer it wraps) and ends with the program; `OUT.rank<R>.json`

@@ -20,26 +20,35 @@ python3 -c "import torch, transformers, deepspeed, megatron.core as m; print('to
 configs=benchmarks/host/python_profiles.json
 field() {  # name key: one field of a configuration, its words on one line
     python3 -c "import json, sys; c = {c['name']: c for c in json.load(open('$configs'))['configs']}[sys.argv[1]]; \
-v = c[sys.argv[2]]; print(' '.join(map(str, v)) if isinstance(v, list) else v)" "$1" "$2"
+v = c.get(sys.argv[2], ''); print(' '.join(map(str, v)) if isinstance(v, list) else v)" "$1" "$2"
 }
 steps=$(python3 -c "import json; print(json.load(open('$configs'))['steps'])")
 run() {  # name
     local name=$1 world script flag args
     world=$(field "$name" world); script=$(field "$name" script); flag=$(field "$name" steps_flag)
     read -r -a args <<< "$(field "$name" args)"
-    local launch=(env CUDA_VISIBLE_DEVICES=0 python3)
+    local launch=(env CUDA_VISIBLE_DEVICES=0 python3) target=("$script")
     if (( world > 1 )); then launch=(torchrun --standalone --nproc-per-node "$world"); fi
-    echo "== $name: ${launch[*]} $script ${args[*]}"
+    # a module's program (TorchTitan's `-m torchtitan.train`) with TorchTitan's wheels ahead on its path
+    if [[ $(field "$name" module) == True ]]; then
+        target=(-m "$script")
+        launch=(env "PYTHONPATH=/tmp/tt_site:${PYTHONPATH:-}" "${launch[@]}")
+        if [[ ! -d /tmp/tt_site ]]; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tt_site .whl/torchtitan/*.whl
+            python3 benchmarks/workloads/torchtitan/make_synthetic_c4.py /tmp/c4_synthetic/data.json
+        fi
+    fi
+    echo "== $name: ${launch[*]} ${target[*]} ${args[*]}"
     if [[ ${PROFILE_ALTERNATE:-} == 1 ]]; then
-        timeout 240 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.alternate" "$script" "${args[@]}" \
+        timeout 240 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.alternate" "${target[@]}" "${args[@]}" \
             "$flag" 30 > "$work/$name.alternate.log" 2>&1 < /dev/null
         echo "   alternate: exit $?"
         if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$work" .; fi
         return
     fi
-    timeout 120 "${launch[@]}" "$script" "${args[@]}" "$flag" "$steps" > "$work/$name.log" 2>&1 < /dev/null
+    timeout 120 "${launch[@]}" "${target[@]}" "${args[@]}" "$flag" "$steps" > "$work/$name.log" 2>&1 < /dev/null
     echo "   exit $?; $(grep -c '^step \|iteration ' "$work/$name.log") step lines"
-    timeout 150 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.profiled" "$script" "${args[@]}" \
+    timeout 150 "${launch[@]}" -m benchmarks.host.profile_python "$work/$name.profiled" "${target[@]}" "${args[@]}" \
         "$flag" "$steps" > "$work/$name.profiled.log" 2>&1 < /dev/null
     echo "   profiled: exit $?; $(grep -c '^step \|iteration ' "$work/$name.profiled.log") step lines"
     if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$work" .; fi
