@@ -18,6 +18,7 @@ import os
 import runpy
 import sys
 import time
+from typing import Callable
 
 
 def run_as_main(script: str, args: list[str]) -> None:
@@ -32,10 +33,27 @@ def run_as_main(script: str, args: list[str]) -> None:
     runpy.run_path(script, run_name="__main__")
 
 
+def on_each_optimizer_step(call: Callable[[], None]) -> None:
+    """Call `call()` after each optimizer step through PyTorch's global step hooks, once per step: an optimizer that
+    steps others (TorchTitan's `OptimizersContainer`, itself a torch `Optimizer`, steps its AdamW) is one step."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    depth = [0]
+
+    def enter(optimizer, args, kwargs) -> None:
+        depth[0] += 1
+
+    def leave(optimizer, args, kwargs) -> None:
+        depth[0] -= 1
+        if depth[0] == 0:
+            call()
+
+    register_optimizer_step_pre_hook(enter)
+    register_optimizer_step_post_hook(leave)
+
+
 def main() -> None:
     out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
     from benchmarks.workloads.timeline import python_loop_probe_us
 
     rank = os.environ.get("RANK", "0")
@@ -43,14 +61,14 @@ def main() -> None:
     step_host_s: list[float] = []
     last: list[float | None] = [None]
 
-    def after_step(optimizer, args, kwargs) -> None:
+    def after_step() -> None:
         now = time.perf_counter()
         if last[0] is not None:
             step_host_s.append(now - last[0])
         probes.append(python_loop_probe_us())
         last[0] = time.perf_counter()
 
-    register_optimizer_step_post_hook(after_step)
+    on_each_optimizer_step(after_step)
     try:
         run_as_main(script, args)
     finally:

@@ -6,8 +6,8 @@ its steady steps.
                                                                                     # each rank: OUT.rank<R>.*
     ... -m benchmarks.host.profile_python OUT -m MODULE ARGS...                     # a module's program
 
-Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hook, which
-every framework's optimizer reaches through the torch optimizer it wraps) and ends with the program; `OUT.rank<R>.json`
+Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hooks, which
+every framework's optimizer reaches through the torch optimizer it wraps; an optimizer stepping others is one step) and ends with the program; `OUT.rank<R>.json`
 says how many optimizer steps it saw, so the statistics are per step. cProfile follows only the thread that started
 it, and the autograd engine runs a CUDA backward pass (with the program's hooks in it) on a thread of its own: so the
 engine's multithreading is off here and the backward runs on the calling thread. Timings are cProfile's, its own
@@ -71,9 +71,7 @@ def calibration() -> dict:
 def main() -> None:
     out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    from benchmarks.host.probe_steps import run_as_main
+    from benchmarks.host.probe_steps import on_each_optimizer_step, run_as_main
     from benchmarks.workloads.timeline import python_loop_probe_us
 
     torch.autograd.set_multithreading_enabled(False)
@@ -89,7 +87,7 @@ def main() -> None:
     """(profiled, host seconds) of each step after the K-th, with PROFILE_ALTERNATE."""
     last = [0.0]
 
-    def count_step(optimizer, args, kwargs) -> None:
+    def count_step() -> None:
         steps[0] += 1
         if steps[0] > after:
             profile.disable()
@@ -100,7 +98,7 @@ def main() -> None:
                 profile.enable()
         last[0] = time.perf_counter()
 
-    register_optimizer_step_post_hook(count_step)
+    on_each_optimizer_step(count_step)
     try:
         run_as_main(script, args)
     finally:
