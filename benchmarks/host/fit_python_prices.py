@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -44,6 +45,12 @@ from benchmarks.host.summarize_python_profiles import (Function, Profile, in_sit
                                                       portable, step_ms)
 
 DATA = data_dir("h200", "host", "python_profiles")
+MORE_PROFILES = ("torchtitan",)
+"""Subfolders whose profiles the prices read beside the folder's own: TorchTitan's programs, taken on another lease.
+cProfile's cost in situ, its calibration's uncontended loop and `collective_ns` (fit_collective_calls.py) are the
+folder's own programs' alone: TorchTitan's
+alternating runs (1.3-2.8x) would move the median ratio to 2.9x, every library's prices and the c10d call's cost with
+it, and so every framework row and the fits that simulate (docs/models/host.md, Library Python)."""
 CONFIGS = BENCHMARKS / "host" / "python_profiles.json"
 SIMULATED_STEPS = 12
 UNPRICED = frozenset({"torch", "functorch", "torchgen", "triton", "builtin", "stdlib", "other", "examples"})
@@ -57,6 +64,8 @@ TORCH_CHARGED_APART = ("torch/nn/modules/module.py", "torch/optim/", "torch/util
 """torch's Python that the host model charges itself (module calls, optimizers, the DataLoader, clipping, FSDP2,
 DTensor; and c10d's collective calls, `is_c10d_call`): no part of it is added to the library function that calls
 it."""
+TOKENIZER_ENCODE = re.compile(r"method 'encode(?:_batch(?:_fast)?)?' of 'tokenizers\.Tokenizer'")
+"""Hugging Face tokenizers' encoders, charged per character and token (models/host.py Note [Tokenizing on the host])."""
 WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep", "select", "poll")
 """C functions that wait (for the GPU, a lock, another process): the model times waits itself."""
 
@@ -99,7 +108,7 @@ def charged_by_model(function: Function) -> bool:
     """Code whose time the model charges by a term of its own: ops and waits (C), torch's modelled Python."""
     if library_of(function) == "builtin":
         name = function[2]
-        return "torch" in name or any(w in name for w in WAITS)
+        return "torch" in name or any(w in name for w in WAITS) or TOKENIZER_ENCODE.search(name) is not None
     return any(part in function[0] for part in TORCH_CHARGED_APART) or is_c10d_call(function)
 
 
@@ -150,9 +159,11 @@ def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: 
     return {f: (own[f][0], ns[f] * to_reference / own[f][0]) for f in ns if own[f][0] > 0}
 
 
-def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True) -> dict:
+def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True,
+        reference_runs: list[Profile] | None = None) -> dict:
+    """`reference_runs` (default: `runs`) set the uncontended calibration loop, as the in-situ ratio's runs do."""
     probe_unc_us, slowdown = uncontended_probe_us(), mean_host_slowdown(specs)
-    loop_unc_ns = uncontended_loop_ns(runs, probe_unc_us)
+    loop_unc_ns = uncontended_loop_ns(reference_runs or runs, probe_unc_us)
     per_function: dict[Function, list[float]] = defaultdict(list)
     calls_per_step: dict[Function, float] = defaultdict(float)
     for run in runs:
@@ -177,6 +188,11 @@ def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True
             "libraries": {k: round(ns / calls) for k, (ns, calls) in sorted(by_library.items()) if calls}}
 
 
+def profile_folders(data: Path) -> list[Path]:
+    """The folders of profiles the prices read: `data` and those of MORE_PROFILES it has."""
+    return [data, *(data / sub for sub in MORE_PROFILES if (data / sub).is_dir())]
+
+
 def versions(data: Path) -> dict[str, str]:
     """The measured libraries' versions, from versions.txt's line "torch X transformers Y deepspeed Z ..."."""
     line = next(l for l in (data / "versions.txt").read_text().splitlines() if l.startswith("torch "))
@@ -188,9 +204,11 @@ def simulate_profiled(data: Path, names: list[str]) -> None:
     """Each profiled program (all if `names` is empty) under Phantora with the shipped prices, as the framework
     benchmark runs its rows (`--host-contention h200-vm`), against its plain run's step time."""
     for config in selected(names):
-        if not (data / f"{config['name']}.log").exists():  # a 4-GPU program's profiles are kept apart (world4/)
+        logs = [folder / f"{config['name']}.log" for folder in profile_folders(data)]
+        log = next((path for path in logs if path.exists()), None)
+        if log is None:  # a 4-GPU program's profiles are kept apart (world4/)
             continue
-        measured_ms = step_ms(data / f"{config['name']}.log")
+        measured_ms = step_ms(log)
         predicted_ms = simulate(simulated(config), "h200")["step_s"] * 1e3
         print(f"{config['name']:32s} measured {measured_ms:7.1f} ms  simulated {predicted_ms:7.1f} ms "
               f"({error_pct(predicted_ms, measured_ms):+.1f} %)", flush=True)
@@ -201,7 +219,8 @@ def simulate_at_probed_speed(data: Path, names: list[str]) -> None:
     measured, against the median of rank 0's unprofiled steps: a host-bound step compared at the speed it ran at,
     which a plain run, without probes, cannot give (benchmarks/e2e/frameworks/probed.py)."""
     for config in selected(names):
-        records = [json.loads(p.read_text()) for p in sorted(data.glob(f"{config['name']}.alternate.rank*.json"))]
+        records = [json.loads(p.read_text()) for folder in profile_folders(data)
+                   for p in sorted(folder.glob(f"{config['name']}.alternate.rank*.json"))]
         if not records:
             continue
         # rank 0's steps, optimizer step to optimizer step, the probe left out, as the benchmark reads rank 0
@@ -238,12 +257,14 @@ def main() -> None:
     if a.simulate_probed is not None:
         simulate_at_probed_speed(a.data, a.simulate_probed)
         return
-    runs = [Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))]
+    own = [Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))]
+    runs = own + [Profile.load(path) for folder in profile_folders(a.data)[1:]
+                  for path in sorted(folder.glob("*.profiled.rank*.pstats"))]
     if unprobed := [r.name for r in runs if r.probe_us is None]:
         p.error(f"profiles without host-speed probes (taken before the probes were): {', '.join(unprobed)}")
     in_situ = 1.0 if a.calibrated_only else in_situ_ratio(a.data)
-    prices = fit(runs, a.specs, in_situ, inclusive=not a.own_only)
-    prices["versions"] = versions(a.data)
+    prices = fit(runs, a.specs, in_situ, inclusive=not a.own_only, reference_runs=own)
+    prices["versions"] = {k: v for folder in profile_folders(a.data) for k, v in versions(folder).items()}
     print(f"cProfile's cost per call: {in_situ:.2f}x its calibration; "
           f"{len(prices['functions'])} functions of {len(runs)} profiles; per library, ns per call: "
           + ", ".join(f"{k} {v}" for k, v in prices["libraries"].items()))

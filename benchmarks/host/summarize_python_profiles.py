@@ -29,11 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from benchmarks.common.paths import data_dir
+from benchmarks.common.paths import BENCHMARKS, data_dir
 from benchmarks.e2e.frameworks.accuracy import parse_result
 
 DATA = data_dir("h200", "host", "python_profiles")
-SITE = re.compile(r"(?:site-packages|/tmp/site)/(.+)$")
+SITE = re.compile(r"(?:site-packages|/tmp/site|/tmp/tt_site)/(.+)$")
+"""Where packages lie: site packages, and the GPU machines' `pip install --target` folders (the carried wheels in
+/tmp/site, TorchTitan's own set in /tmp/tt_site: benchmarks/e2e/frameworks/README.md)."""
 
 Function = tuple[str, int, str]
 """cProfile's key of a function: (file, first line, name)."""
@@ -150,8 +152,11 @@ def summarize(profile: Profile) -> tuple[dict[str, Library], list[tuple[str, flo
 
 
 def step_ms(log: Path) -> float | None:
-    """The program's own median step time from its log, as the framework accuracy benchmark reads it."""
-    found = parse_result(log.read_text(errors="replace"), {})
+    """The program's own median step time from its log `<name>[.profiled].log`, as the framework accuracy benchmark
+    reads it (TorchTitan's from its per-step lines, which its configuration's batch and sequence turn into time)."""
+    configs = json.loads((BENCHMARKS / "host" / "python_profiles.json").read_text())["configs"]
+    config = next((c for c in configs if c["name"] == log.name.split(".")[0]), {})
+    found = parse_result(log.read_text(errors="replace"), config)
     return found and found["step_s"] * 1e3
 
 

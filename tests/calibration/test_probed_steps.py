@@ -38,3 +38,31 @@ def test_the_host_scale_is_the_slowest_ranks(monkeypatch):
     monkeypatch.setattr(probed, "uncontended_probe_us", lambda: 5000.0)
     assert probed.host_scale([[5000, 5500, 6000], [9000, 10000, 11000]]) == 2.0
     assert probed.at_host_scale(2.0) == ("--host-contention", "none", "--host-time-scale", "2.000")
+
+
+CONTAINER_PROGRAM = """
+import torch
+model = torch.nn.Linear(4, 4)
+
+class Container(torch.optim.Optimizer):  # TorchTitan's OptimizersContainer: an Optimizer that steps others
+    def __init__(self, inner):
+        self.inner = inner
+        super().__init__(model.parameters(), {})
+
+    def step(self, closure=None):
+        self.inner.step()
+
+optimizer = Container(torch.optim.SGD(model.parameters(), lr=0.1))
+for step in range(3):
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_an_optimizer_that_steps_others_is_one_step(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(CONTAINER_PROGRAM)
+    subprocess.run([sys.executable, "-m", "benchmarks.host.probe_steps", str(tmp_path / "run"), str(script)],
+                   cwd=REPO, check=True, timeout=120)
+    record = json.loads((tmp_path / "run.rank0.json").read_text())
+    assert record["optimizer_steps"] == 3 and len(record["step_host_s"]) == 2

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from phantora.models.python_prices import PythonPrices
-from phantora.runtime import library_probes, python_prices
+from phantora.runtime import import_hooks, python_prices
 from phantora.runtime.python_prices import CHARGE_NAME, PricedImports, pricer, site_relative
 
 PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000},
@@ -85,11 +85,11 @@ def priced_library(charged, monkeypatch):
 
 
 @pytest.mark.parametrize("priced_first", [True, False])
-def test_the_library_probes_hook_and_the_prices_load_a_module_together(charged, monkeypatch, priced_first):
+def test_an_after_import_hook_and_the_prices_load_a_module_together(charged, monkeypatch, priced_first):
     hooked = []
-    monkeypatch.setitem(library_probes._hooks, "pricedlib", hooked.append)
-    entries = [priced_imports(), library_probes._AfterImport()]
-    others = [entry for entry in sys.meta_path if not isinstance(entry, library_probes._AfterImport)]
+    monkeypatch.setitem(import_hooks._hooks, "pricedlib", [hooked.append])
+    entries = [priced_imports(), import_hooks._AfterImport()]
+    others = [entry for entry in sys.meta_path if not isinstance(entry, import_hooks._AfterImport)]
     monkeypatch.setattr(sys, "meta_path", [*(entries if priced_first else entries[::-1]), *others])
     import pricedlib
     pricedlib.hook(1)
