@@ -58,8 +58,9 @@ about 4.5 characters per token) over documents of 0.4-4.5k characters: within 4-
 (benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts beyond about 16k characters
 take longer per character (1.7x at 256k); `encode_batch` is charged as its texts one after another, as with
 `TOKENIZERS_PARALLELISM=false` (its Rust threads would run them side by side on a host with cores to spare);
-other tokenizer libraries (tiktoken, sentencepiece); and the Python around the tokenizer (TorchTitan's token
-buffer and sample tensors, `datasets`' rows: about as long again as the tokenizer in TorchTitan's sample).
+other tokenizer libraries (tiktoken, sentencepiece). The Python around the tokenizer (TorchTitan's token buffer and
+sample tensors, about as long again as the tokenizer in its sample) is a library's Python: TorchTitan's is priced
+(models/python_prices.py Note [Library Python]), a program's own is not.
 """
 
 from __future__ import annotations
