@@ -3,7 +3,8 @@
     python -m benchmarks.kernels.trace_families \
         data/h200/e2e/frameworks/profiles/torchtitan_deepseek_v3_debug_ep2.rank0.trace.json.gz [--gpu h200] [--analytic]
 
-The trace is a PyTorch profiler Chrome trace recorded with shapes (TorchTitan's profiler records them). Each call of a
+The trace is a PyTorch profiler Chrome trace recorded with shapes (TorchTitan's profiler records them; calls without
+shapes are left out). Each call of a
 family below is rebuilt as an `OpCall` from its recorded dims, strides and types, and compared: measured, the summed
 durations of the GPU kernels its CPU span launched (the CUDA runtime calls on its thread inside the span, linked to
 their kernels by correlation id); modelled, the shipped model's estimate (`--analytic`: the analytic model alone,
@@ -32,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from phantora.models.compute import ComputeModel, KernelDatabase, contiguous_strides, is_contiguous
+from phantora.models.compute import ComputeModel, KernelDatabase, is_contiguous
 from phantora.models.ops import OpCall, TensorMeta
 from phantora.specs import load_profile
 
@@ -52,7 +53,12 @@ class Call:
 
 
 def contiguous(shape: list[int], dtype: str) -> TensorMeta:
-    return TensorMeta(tuple(shape), dtype, contiguous_strides(tuple(shape)), "cuda")
+    """A row-major tensor (written here, not imported, so that the script costs earlier versions of the model too)."""
+    stride, acc = [], 1
+    for n in reversed(shape):
+        stride.insert(0, acc)
+        acc *= n
+    return TensorMeta(tuple(shape), dtype, tuple(stride), "cuda")
 
 
 def tensor(args: dict, i: int, dtype: str | None = None) -> TensorMeta:
@@ -83,8 +89,10 @@ def calls(events: list[dict]) -> list[Call]:
 
 def rebuild(call: Call) -> OpCall | None:
     """The `OpCall` Phantora's runtime would record for the call (Input Dims, Strides and types of its event); None
-    for a `cat` of an empty list and for a scalar written through a mask."""
+    for a call recorded without shapes, a `cat` of an empty list and a scalar written through a mask."""
     name, args = call.event["name"].removeprefix("aten::"), call.event["args"]
+    if "Input Dims" not in args:
+        return None  # recorded without shapes
     concrete = args.get("Concrete Inputs", [])
     if name == "cat":
         size = next((int(m[1]) for k in call.kernels if (m := OPAQUE_SIZE.search(k["name"]))), 2)
