@@ -61,6 +61,10 @@ class Obs:
     origin: str
     kernels: tuple[str, ...]
     cfg: dict | None = None
+    kernel_ns_by_name: dict[str, float] | None = None
+    """Kernel name -> the median over repetitions of its summed time in the op, where the profiler's kernels were
+    recorded one by one (the raw files); None for ops known only by their total (`phantora profile`'s databases).
+    The fits of ops that run several kernels of different kinds read their parts from it."""
 
 
 def _origin(ctx: str) -> str:
@@ -91,14 +95,23 @@ def load_observations(files: list[Path] | None = None) -> list[Obs]:
                 if "cuda" not in devices:
                     continue
                 ks = r["k"]
+                by_name: dict[str, float] = defaultdict(float)
+                for k in ks:
+                    by_name[names[k[0]]] += k[2]
                 groups[(signature(op), _origin(r["ctx"]))].append(
-                    (op, sum(k[2] for k in ks), len(ks), tuple(sorted({names[k[0]] for k in ks})), r.get("cfg")))
+                    (op, sum(k[2] for k in ks), len(ks), tuple(sorted(by_name)), r.get("cfg"), by_name))
     out = []
     for (_, origin), rows in groups.items():
         out.append(Obs(op=rows[0][0], kernel_ns=statistics.median(x[1] for x in rows),
                        n_kernels=int(statistics.median(x[2] for x in rows)), count=len(rows), origin=origin,
-                       kernels=rows[0][3], cfg=rows[0][4]))
+                       kernels=rows[0][3], cfg=rows[0][4], kernel_ns_by_name=_median_by_name([x[5] for x in rows])))
     return out
+
+
+def _median_by_name(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Per kernel name, the median over the runs of its time (0 in a run that did not launch it)."""
+    names = sorted({name for run in runs for name in run})
+    return {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
 
 
 # Note [Microbenchmark to step]

@@ -1,6 +1,6 @@
 """Leave-some-out error of the analytic compute model against the H200 measurements.
 
-    python -m benchmarks.kernels.error [--folds 5] [--gpu h200] [--only gemm]
+    python -m benchmarks.kernels.error [--folds 5] [--gpu h200] [--only gemm | --only layout]
 
 Every distinct measured op signature (data/h200, with the accuracy benchmark's ops converted to
 in-step times as fit_compute_model.py uses them) is assigned to one of K folds by a hash of its
@@ -10,6 +10,10 @@ signature. For each fold the analytic model is refitted on the other folds
 measurement setting: the number of signatures, the median and 90th-percentile absolute relative
 error, and the time-weighted error |sum(pred) - sum(meas)| / sum(meas). Then the whole llama
 step: measured kernel time vs. the database's and the held-out analytic model's totals.
+
+`--only layout` refits only the term groups of `fit.py --only` (the strided concatenation, index_put_, the norms'
+rows and tiles) on the other folds, the rest of the shipped calibration kept, and reports their ops per family, beside
+the shipped calibration's error on the same ops (fitted on all of them: in-sample).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import json
 
 from benchmarks.kernels.dataset import IN_STEP_GLOB, KERNELS, in_step_observations, load_observations, raw_files
 from benchmarks.kernels import dataset
-from benchmarks.kernels.fit import base_calibration, build_database, fit_calibration, fit_gemm, model_for, use_gpu
+from benchmarks.kernels.fit import (
+    TERMS, base_calibration, build_database, fit_calibration, fit_gemm, fit_terms, memory_groups, model_for, use_gpu,
+)
 
 from phantora.models.compute import (
-    Calibration, ComputeModel, KernelDatabase, classify,
+    NORM_BACKWARD_OPS, NORM_FORWARD_OPS, Calibration, ComputeModel, KernelDatabase, classify, packet_name,
 )
 from phantora.specs import get_gpu_spec
 from phantora.specs import load_profile
@@ -44,12 +50,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--gpu", default=dataset.GPU, help="the GPU whose data/<gpu>/kernels/ is fitted and predicted")
-    ap.add_argument("--only", choices=["gemm"], help="refit and report this kernel class alone (its table row), "
-                    "no whole steps")
+    ap.add_argument("--only", choices=["gemm", "layout"], help="refit and report this kernel class (or the layout "
+                    "terms' families) alone, no whole steps")
     args = ap.parse_args()
     use_gpu(args.gpu)
     raw = load_observations()
     obs = [o for o in raw + in_step_observations(raw)[0] if o.kernel_ns > 0 and classify(o.op.name) is not None]
+    if args.only == "layout":
+        layout_error(obs, args.folds)
+        return
     if args.only:
         obs = [o for o in obs if classify(o.op.name) == args.only]
     preds: dict[int, float] = {}
@@ -105,6 +114,42 @@ def main() -> None:
             step_report(path, f"held-out workload, analytic only", model, None, analytic=True)
 
 
+def layout_family(op) -> str | None:
+    """The family of an op the layout terms model (fit.py TERMS), else None."""
+    p = packet_name(op.name)
+    if p in NORM_FORWARD_OPS:
+        return "norm forward"
+    if p in NORM_BACKWARD_OPS:
+        return "norm backward"
+    kind = model_kind(op, classify(op.name))
+    return kind if kind in ("cat_strided", "index_put", "index_put_accumulate") else None
+
+
+def layout_error(obs: list, folds: int) -> None:
+    """Per family of the layout terms: the held-out error of their refit by fold, and the shipped calibration's."""
+    obs = [o for o in obs if layout_family(o.op) is not None]
+    shipped = load_profile(dataset.GPU).calibration.value
+    gapless = dict(json.loads(json.dumps(shipped.raw)), kernel_gap_ns=0.0)
+    preds: dict[int, float] = {}
+    for f in range(folds):
+        cal = json.loads(json.dumps(gapless))
+        fit_terms(cal["memory"], memory_groups([o for o in obs if fold_of(signature(o.op), folds) != f]), TERMS)
+        model = ComputeModel(get_gpu_spec(dataset.GPU), KernelDatabase(dataset.GPU), Calibration.from_dict(cal))
+        preds.update({i: model.analytic(o.op).duration_ns for i, o in enumerate(obs)
+                      if fold_of(signature(o.op), folds) == f})
+    in_sample = ComputeModel(get_gpu_spec(dataset.GPU), KernelDatabase(dataset.GPU), Calibration.from_dict(gapless))
+    rows: dict[tuple[str, str], list] = defaultdict(list)
+    for i, o in enumerate(obs):
+        family = layout_family(o.op)
+        setting = {"llama_step": "in-step", "micro_in_step": "bench"}.get(o.origin, "micro")
+        for key in ((family, setting), (family, "all")):
+            rows[key].append((preds[i], o.kernel_ns))
+        rows[(f"{family} (shipped)", "all")].append((in_sample.analytic(o.op).duration_ns, o.kernel_ns))
+    print(f"Held-out ({folds}-fold by signature) error of the layout terms vs. {dataset.GPU} kernel times; "
+          "'(shipped)': the shipped calibration, in-sample")
+    table_row(rows)
+
+
 _KIND_MODEL = None
 
 
@@ -125,11 +170,11 @@ def table_row(rows: dict[tuple[str, str], list]) -> None:
         print(f"| {cls} | " + " | ".join(cells) + " |")
 
 
-def model_kind(op) -> str:
+def model_kind(op, cls: str = "copy") -> str:
     global _KIND_MODEL
     _KIND_MODEL = _KIND_MODEL or ComputeModel(get_gpu_spec(dataset.GPU), KernelDatabase(dataset.GPU),
                                               load_profile(dataset.GPU).calibration.value)
-    return _KIND_MODEL._memory_kind(op, "copy")
+    return _KIND_MODEL._memory_kind(op, cls)
 
 
 def step_report(path, label, model, pred_by_sig, analytic=False) -> None:

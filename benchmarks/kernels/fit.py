@@ -1,6 +1,6 @@
 """Fit the analytic compute model to one GPU's measurements and rebuild its kernel database.
 
-    python -m benchmarks.kernels.fit [--gpu h200] [--specs DIR]
+    python -m benchmarks.kernels.fit [--gpu h200] [--specs DIR] [--only cat_strided,index_put,norm]
 
 Reads data/<gpu>/kernels/{micro,in_step}/*/*_ops*.jsonl.gz (raw measurements from measure_micro.py and
 measure_in_step.py) and the accuracy benchmark's ops measured by `phantora profile`
@@ -8,7 +8,7 @@ measure_in_step.py) and the accuracy benchmark's ops measured by `phantora profi
 step]), writes
   src/phantora/specs/<gpu>/kernels.jsonl     measured database (median kernel time per signature)
   src/phantora/specs/<gpu>/calibration.json  fitted analytic-model constants
-Deterministic: same data in, same files out.
+Deterministic: same data in, same files out. `--only` refits some term groups alone into the calibration file there.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +28,9 @@ from benchmarks.common.paths import SPECS, relative
 from benchmarks.kernels import dataset
 from benchmarks.kernels.dataset import Obs, in_step_observations, load_observations
 from phantora.models.compute import (
-    Calibration, ComputeModel, DbEntry, FUSED_OPTIMIZER_OPS, KernelDatabase, NORM_BACKWARD_OPS, classify, default_bytes,
-    norm_weight_grad, packet_name,
+    INDEX_PUT_RANGE_CHECK_KERNELS, NORM_BACKWARD_OPS, NORM_FORWARD_OPS, FUSED_OPTIMIZER_OPS, Calibration, ComputeModel,
+    DbEntry, IndexPut, KernelDatabase, classify, default_bytes, index_put, norm_rows,
+    norm_second_pass_bytes, norm_weight_grad, packet_name, strided_cat,
 )
 from phantora.specs import get_gpu_spec
 
@@ -217,28 +220,64 @@ def _wnnls_rel(X: np.ndarray, y: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- memory-bound
 
+OWN_MODEL_KINDS = ("cat_strided", "index_put", "index_put_accumulate")
+"""Memory kinds whose time is not bytes at a fitted bandwidth (Notes [Strided concatenation] and [index_put_'s two
+kernels] in models/compute.py): each has a fit of its own, and they stay out of the pooled `generic` fit."""
+TERMS = ("cat_strided", "index_put", "norm")
+"""The term groups `--only` refits alone: the strided concatenation, index_put_'s two paths, the norms' rows and
+tiles (forward and backward)."""
 
-def fit_memory(cal: dict, obs: list[Obs]) -> None:
-    m = model_for(cal)
-    by_kind: dict[str, list] = defaultdict(list)
-    by_packet: dict[str, list] = defaultdict(list)
-    every: list = []
+
+@dataclass
+class MemoryGroups:
+    """The memory-bound observations, grouped the ways the fits read them."""
+
+    by_kind: dict[str, list[Obs]]
+    """Per memory kind with a bytes model (`h2d`/`d2h`: per link)."""
+    by_packet: dict[str, list[Obs]]
+    """Per op, its vectorized-path calls: candidates for a fit of the op's own."""
+    every: list[Obs]
+    """Elementwise, copy and reduction calls with a bytes model: the pooled `generic` fit."""
+    own_model: dict[str, list[Obs]]
+    """Per kind of OWN_MODEL_KINDS."""
+
+
+def memory_groups(obs: list[Obs]) -> MemoryGroups:
+    m = model_for(base_calibration())  # kinds by the ops' structure alone, no per-op entries yet
+    groups = MemoryGroups(defaultdict(list), defaultdict(list), [], defaultdict(list))
     for o in obs:
         cls = classify(o.op.name)
         if cls in (None, "gemm", "attention", "foreach") or o.kernel_ns <= 0:
             continue
         kind = m._memory_kind(o.op, cls)
-        if kind in ("h2d", "d2h"):
-            by_kind[kind].append(o)
+        if kind in OWN_MODEL_KINDS:
+            groups.own_model[kind].append(o)
             continue
-        by_kind[kind].append(o)
+        groups.by_kind[kind].append(o)
+        if kind in ("h2d", "d2h"):
+            continue
         if cls != "copy" and not kind.endswith(("_strided", "_cast")):  # per-op fits: vectorized path only
-            by_packet[packet_name(o.op.name)].append(o)
+            groups.by_packet[packet_name(o.op.name)].append(o)
         if cls in ("elementwise", "copy", "reduction"):
-            every.append(o)
+            groups.every.append(o)
+    return groups
+
+
+def per_op_groups(by_packet: dict[str, list[Obs]]) -> dict[str, list[Obs]]:
+    """The ops with enough calls over a wide enough range of sizes to fit their own constants."""
+    out = {}
+    for p, pts in sorted(by_packet.items()):
+        sizes = [default_bytes(o.op) for o in pts]
+        if len(pts) >= 5 and max(sizes) >= 8 * max(1.0, min(sizes)) and max(sizes) >= 4 * 2**20:
+            out[p] = pts
+    return out
+
+
+def fit_memory(cal: dict, obs: list[Obs]) -> None:
+    groups = memory_groups(obs)
     mem = cal["memory"]
     bw = GPU.memory_bandwidth_bytes_per_s
-    for kind, pts in sorted(by_kind.items()):
+    for kind, pts in sorted(groups.by_kind.items()):
         if kind in ("h2d", "d2h"):
             # pinned host memory only: pageable copies depend on the host's memory system
             # (measured 5-30x slower here, in a VM); OpCall cannot tell them apart.
@@ -249,48 +288,172 @@ def fit_memory(cal: dict, obs: list[Obs]) -> None:
             mem[kind] = {"t0_ns": t0, "bytes_per_s": 1e9 / max(inv, 1e-6), "points": len(pts)}
             continue
         mem[kind] = _fit_linear(pts, bw)
-    norm_backward = {}
-    for p, pts in sorted(by_packet.items()):
-        sizes = [default_bytes(o.op) for o in pts]
-        if len(pts) >= 5 and max(sizes) >= 8 * max(1.0, min(sizes)) and max(sizes) >= 4 * 2**20:
-            if p in NORM_BACKWARD_OPS:
-                norm_backward[p] = pts
-            else:
-                mem[p] = _fit_linear(pts, bw)
-    if norm_backward:
-        fit_norm_backward(mem, norm_backward, bw)
-    mem["generic"] = _fit_linear(every, bw)
+    for p, pts in per_op_groups(groups.by_packet).items():
+        if p not in NORM_BACKWARD_OPS and p not in NORM_FORWARD_OPS:
+            mem[p] = _fit_linear(pts, bw)
+    fit_terms(mem, groups, TERMS)
+    mem["generic"] = _fit_linear(groups.every, bw)
 
 
-def fit_norm_backward(mem: dict, groups: dict[str, list[Obs]], bw: float) -> None:
-    """The norm backwards' constants (Note [Norm backward's weight gradient] in models/compute.py): `tile_ns`, the
-    time one block of the weight-gradient kernel takes per tile of rows, shared by the ops, and each op's t0 and
-    bandwidth efficiency, by least squares on relative error. `tile_ns` is searched on a log grid and refined by
-    golden section; for each value, each op's efficiency likewise, with its t0 in closed form."""
-    rows = {p: [(default_bytes(o.op) / bw * 1e9, _tiles_and_reread(o.op, bw), o.kernel_ns) for o in pts]
-            for p, pts in groups.items()}
+def fit_terms(mem: dict, groups: MemoryGroups, terms: tuple[str, ...]) -> None:
+    """Fit the term groups `terms` (of TERMS) into `mem`, the calibration's memory section."""
+    bw = GPU.memory_bandwidth_bytes_per_s
+    own = groups.own_model
+    if "cat_strided" in terms and own.get("cat_strided"):
+        mem["cat_strided"] = fit_cat_strided(own["cat_strided"], bw)
+    if "index_put" in terms and own.get("index_put"):
+        mem["index_put"] = fit_index_put(own["index_put"])
+    if "index_put" in terms and own.get("index_put_accumulate"):
+        mem["index_put_accumulate"] = fit_index_put_accumulate(own["index_put_accumulate"])
+    if "norm" in terms:
+        per_op = per_op_groups(groups.by_packet)
+        fit_norms(mem, {p: pts for p, pts in per_op.items() if p in NORM_FORWARD_OPS},
+                  {p: pts for p, pts in per_op.items() if p in NORM_BACKWARD_OPS}, bw)
 
-    def op_fit(r: list, tile_ns: float) -> tuple[float, float, float]:
-        y = np.array([k for _, _, k in r])
-        x = np.array([b for b, _, _ in r])
-        reread = np.array([g[1] for _, g, _ in r])
-        serial = np.array([g[0] * tile_ns for _, g, _ in r])
 
-        def at(inv: float) -> tuple[float, float]:
+def fit_norms(mem: dict, forward: dict[str, list[Obs]], backward: dict[str, list[Obs]], bw: float) -> None:
+    """The norms' constants (Notes [Norms pay per row] and [Norm backward's weight gradient] in models/compute.py):
+    `l1_row_bytes`, the share of a row's second pass L1 keeps, fitted on the forwards (a kernel each, nothing else in
+    their time) by the least summed loss, on a log grid from 256 bytes to 64 KB refined by golden section; then each
+    op's own constants and the weight gradient's, the backwards' input gradient taking the same share (it runs the
+    same two passes)."""
+    l1_row_bytes = _argmin_log(lambda v: fit_norm_forward(forward, bw, v)[0], 256.0, 65536.0)
+    mem.update(fit_norm_forward(forward, bw, l1_row_bytes)[1])
+    if backward:
+        mem.update(fit_norm_backward(backward, bw, l1_row_bytes)[1])
+    mem["norm_rows"] = {"l1_row_bytes": l1_row_bytes, "points": sum(len(pts) for pts in forward.values())}
+
+
+def fit_norm_forward(groups: dict[str, list[Obs]], bw: float, l1_row_bytes: float) -> tuple[float, dict]:
+    """Each norm forward's t0, bandwidth efficiency and time per row (Note [Norms pay per row] in models/compute.py),
+    by least squares on relative error; the summed loss and the entries."""
+    loss, out = 0.0, {}
+    for p, pts in groups.items():
+        y = np.array([o.kernel_ns for o in pts], dtype=float)
+        X = np.array([[1.0, (default_bytes(o.op) + norm_second_pass_bytes(o.op, l1_row_bytes)) / bw * 1e9,
+                       norm_rows(o.op)] for o in pts])
+        t0, inv, row_ns = _wnnls(X, y)
+        t0 = max(t0, 300.0)
+        loss += float(np.sum(((X[:, 1] * inv + X[:, 2] * row_ns + t0) / y - 1) ** 2))
+        out[p] = {"t0_ns": t0, "bw_eff": min(2.0, 1.0 / max(inv, 0.05)), "row_ns": row_ns,
+                  "kernels": int(statistics.median(o.n_kernels for o in pts)), "points": len(pts)}
+    return loss, out
+
+
+def fit_norm_backward(groups: dict[str, list[Obs]], bw: float, l1_row_bytes: float) -> tuple[float, dict]:
+    """The norm backwards' constants (Notes [Norm backward's weight gradient] and [Norms pay per row] in
+    models/compute.py): `tile_ns`, the time one block of the weight-gradient kernel takes per tile of rows, shared by
+    the ops, and each op's t0, bandwidth efficiency and time per row of the input gradient, by least squares on
+    relative error; the summed loss and the entries. `tile_ns` is searched on a log grid and refined by golden section;
+    for each value, each op's efficiency likewise, with its t0 and row time by least squares."""
+    rows = {p: [((default_bytes(o.op) + norm_second_pass_bytes(o.op, l1_row_bytes)) / bw * 1e9,
+                 _tiles_and_reread(o.op, bw), norm_rows(o.op), o.kernel_ns) for o in pts] for p, pts in groups.items()}
+
+    def op_fit(r: list, tile_ns: float) -> tuple[float, float, float, float]:
+        y = np.array([k for *_, k in r])
+        x = np.array([b for b, *_ in r])
+        reread = np.array([g[1] for _, g, _, _ in r])
+        serial = np.array([g[0] * tile_ns for _, g, _, _ in r])
+        per_row = np.stack([np.ones_like(y), np.array([m for _, _, m, _ in r], dtype=float)], 1)
+
+        def at(inv: float) -> tuple[float, float, float]:
             f = inv * x + np.maximum(inv * reread, serial)
-            t0 = max(300.0, float(np.sum((y - f) / y**2) / np.sum(1 / y**2)))
-            return float(np.sum(((t0 + f) / y - 1) ** 2)), t0
+            t0, row_ns = _wnnls_rel(per_row, y - f, y)
+            t0 = max(300.0, t0)
+            return float(np.sum(((t0 + row_ns * per_row[:, 1] + f) / y - 1) ** 2)), t0, row_ns
 
         inv = _argmin_log(lambda v: at(v)[0], 0.5, 20.0)
-        loss, t0 = at(inv)
-        return loss, t0, inv
+        loss, t0, row_ns = at(inv)
+        return loss, t0, inv, row_ns
 
     tile_ns = _argmin_log(lambda t: sum(op_fit(r, t)[0] for r in rows.values()), 10.0, 10000.0)
+    loss, out = 0.0, {}
     for p, r in rows.items():
-        _, t0, inv = op_fit(r, tile_ns)
-        mem[p] = {"t0_ns": t0, "bw_eff": min(2.0, 1.0 / inv),
+        op_loss, t0, inv, row_ns = op_fit(r, tile_ns)
+        loss += op_loss
+        out[p] = {"t0_ns": t0, "bw_eff": min(2.0, 1.0 / inv), "row_ns": row_ns,
                   "kernels": int(statistics.median(o.n_kernels for o in groups[p])), "points": len(r)}
-    mem["norm_weight_grad"] = {"tile_ns": tile_ns, "points": sum(len(r) for r in rows.values())}
+    out["norm_weight_grad"] = {"tile_ns": tile_ns, "points": sum(len(r) for r in rows.values())}
+    return loss, out
+
+
+def fit_cat_strided(pts: list[Obs], bw: float) -> dict:
+    """The strided concatenation's constants (Note [Strided concatenation] in models/compute.py), by least squares on
+    relative error: `parallel_inputs` by golden section over 1-4 inputs' worth; for each value, t0, the per-element
+    times and the bytes' efficiency by linear least squares for each split of the calls into element-bound and
+    bytes-bound (ordered by how close their bytes come to bounding them), keeping the split whose max model fits
+    best."""
+    cats = [strided_cat(o.op) for o in pts]
+    y = np.array([o.kernel_ns for o in pts], dtype=float)
+    streamed = np.array([default_bytes(o.op) / bw * 1e9 for o in pts])
+    dims = np.array([c.dims for c in cats], dtype=float)
+    largest = np.array([max(c.elements) for c in cats], dtype=float)
+    total = np.array([sum(c.elements) for c in cats], dtype=float)
+
+    def at(parallel: float) -> tuple[float, np.ndarray]:
+        elements = np.maximum(largest, total / parallel)
+        element_bound = np.stack([np.ones_like(y), elements, elements * dims, np.zeros_like(y)], 1)
+        bytes_bound = np.stack([np.ones_like(y), np.zeros_like(y), np.zeros_like(y), streamed], 1)
+        t0, a, b, _ = _wnnls(element_bound, y)
+        closeness = streamed / np.maximum(elements * (a + b * dims), 1e-9)
+        best = (math.inf, np.zeros(4))
+        for n_bytes_bound in range(len(y) + 1):
+            bound = np.zeros(len(y), dtype=bool)
+            bound[np.argsort(-closeness, kind="stable")[:n_bytes_bound]] = True
+            coef = _wnnls(np.where(bound[:, None], bytes_bound, element_bound), y)
+            pred = coef[0] + np.maximum(elements * (coef[1] + coef[2] * dims), streamed * coef[3])
+            loss = float(np.sum((pred / y - 1) ** 2))
+            if loss < best[0] - 1e-12:
+                best = (loss, coef)
+        return best
+
+    parallel = _argmin_log(lambda v: at(v)[0], 1.0, 4.0)
+    t0, elem_ns, dim_elem_ns, inv_eff = at(parallel)[1]
+    return {"t0_ns": max(t0, 300.0), "elem_ns": elem_ns, "dim_elem_ns": dim_elem_ns, "parallel_inputs": parallel,
+            "bw_eff": min(1.0, 1.0 / inv_eff) if inv_eff > 0 else 1.0, "points": len(pts)}
+
+
+RANGE_CHECK_KERNEL = re.compile(r"MinNanFunctor|MaxNanFunctor|compare_scalar|_assert_async")
+"""The kernels of index_put_'s range check (Note [index_put_'s two kernels]): min and max reductions of the indices,
+their comparisons with the bounds, the device-side asserts."""
+SCATTER_KERNEL = "indexing_backward_kernel"
+"""The kernel that adds the sorted rows (Note [index_put_'s two kernels])."""
+
+
+def fit_index_put(pts: list[Obs]) -> dict:
+    """index_put_ without accumulation (Note [index_put_'s two kernels] in models/compute.py): t0 and the time per
+    element written, by least squares on relative error."""
+    X = np.array([[1.0, index_put(o.op).elements] for o in pts])
+    t0, elem_ns = _wnnls(X, np.array([o.kernel_ns for o in pts], dtype=float))
+    return {"t0_ns": max(t0, 300.0), "elem_ns": elem_ns, "kernels": int(statistics.median(o.n_kernels for o in pts)),
+            "points": len(pts)}
+
+
+def fit_index_put_accumulate(pts: list[Obs]) -> dict:
+    """index_put_ with accumulation (Note [index_put_'s two kernels] in models/compute.py), from the calls whose
+    kernels were timed one by one: the range check's time (the median of its kernels'), the sort's fixed time and time
+    per index (the kernels that are neither the check nor the scatter), and the scatter's time per warp step, the last
+    two by least squares on relative error."""
+    parts = [_index_put_parts(o) for o in pts if o.kernel_ns_by_name]
+    if not parts:
+        raise ValueError("index_put_ with accumulation: no call whose kernels were timed one by one")
+    checked = [check for *_, check, _ in parts if check > 0]
+    sort_t0, index_ns = _wnnls(np.array([[1.0, ip.indices] for ip, *_ in parts]),
+                               np.array([s for _, s, _, _, _ in parts]))
+    scatter_t0, step_ns = _wnnls(np.array([[1.0, ip.warp_steps] for ip, *_ in parts]),
+                                 np.array([s for _, _, s, _, _ in parts]))
+    kernels = statistics.median(n - (INDEX_PUT_RANGE_CHECK_KERNELS if check > 0 else 0) for *_, check, n in parts)
+    return {"t0_ns": sort_t0 + scatter_t0, "index_ns": index_ns, "step_ns": step_ns,
+            "range_check_ns": statistics.median(checked) if checked else 0.0, "kernels": int(kernels),
+            "points": len(parts)}
+
+
+def _index_put_parts(o: Obs) -> tuple[IndexPut, float, float, float, int]:
+    """(the call, its sort's kernel ns, its scatter's, its range check's, its kernels)."""
+    times = o.kernel_ns_by_name or {}
+    check = sum(ns for name, ns in times.items() if RANGE_CHECK_KERNEL.search(name))
+    scatter = sum(ns for name, ns in times.items() if SCATTER_KERNEL in name)
+    return index_put(o.op), sum(times.values()) - check - scatter, scatter, check, o.n_kernels
 
 
 def _tiles_and_reread(op, bw: float) -> tuple[int, float]:
@@ -415,13 +578,35 @@ def _round(v):
     return v
 
 
+def refit_terms(path: Path, terms: tuple[str, ...]) -> None:
+    """Refit the term groups `terms` into the calibration file at `path` on the observations the whole fit reads, the
+    rest of the file untouched."""
+    cal = json.loads(path.read_text())
+    before = json.loads(json.dumps(cal["memory"]))
+    obs = load_observations()
+    obs += in_step_observations(obs)[0]
+    fit_terms(cal["memory"], memory_groups(obs), terms)
+    cal["memory"] = _round(cal["memory"])
+    path.write_text(json.dumps(cal, indent=1, sort_keys=True) + "\n")
+    moved = {k: v for k, v in cal["memory"].items() if before.get(k) != v}
+    print(f"{', '.join(terms)} -> {path}:", json.dumps(moved, indent=1, sort_keys=True))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpu", default=dataset.GPU, help="the GPU whose data/<gpu>/kernels/ is fitted")
     p.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    p.add_argument("--only", default="", help=f"comma-separated term groups ({', '.join(TERMS)}): refit only these "
+                   "into the calibration.json there, leaving its other fields and the database as they are")
     args = p.parse_args()
+    only = tuple(filter(None, args.only.split(",")))
+    if set(only) - set(TERMS):
+        p.error(f"unknown term group(s) {', '.join(sorted(set(only) - set(TERMS)))}; they are {', '.join(TERMS)}")
     use_gpu(args.gpu)
     out_dir = args.specs / args.gpu
+    if only:
+        refit_terms(out_dir / "calibration.json", only)
+        return
     obs = load_observations()
     converted, factors = in_step_observations(obs)
     obs += converted

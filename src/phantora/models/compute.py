@@ -359,6 +359,10 @@ NORM_OPS = {"aten.native_layer_norm", "aten.native_layer_norm_backward", "aten._
 NORM_BACKWARD_OPS = {"aten.native_layer_norm_backward", "aten._fused_rms_norm_backward"}
 """Norm backwards whose weight gradient is a column reduction of limited parallelism: Note [Norm backward's weight
 gradient]."""
+NORM_FORWARD_OPS = {"aten.native_layer_norm", "aten._fused_rms_norm"}
+"""Norm forwards that run one block per row: Note [Norms pay per row]."""
+INDEX_PUT_OPS = {"aten.index_put_", "aten.index_put", "aten._index_put_impl_"}
+"""Writes through integer indices: Note [index_put_'s two kernels]."""
 LOSS_OPS = {"aten._log_softmax", "aten._log_softmax_backward_data", "aten.nll_loss_forward", "aten.nll_loss_backward",
             "aten.nll_loss2d_forward", "aten.nll_loss2d_backward", "aten.mse_loss", "aten.mse_loss_backward",
             "aten.binary_cross_entropy_with_logits", "aten.smooth_l1_loss", "aten.smooth_l1_loss_backward",
@@ -688,6 +692,196 @@ def norm_weight_grad(op: OpCall, sm_count: int) -> NormWeightGrad | None:
     return NormWeightGrad(reread, _ceil_div(m, rows) * _ceil_div(blocks, sm_count), False)
 
 
+# ----------------------------------------------------------------------------- norm rows
+
+# Note [Norms pay per row]
+# LayerNorm's and RMSNorm's forward (`vectorized_layer_norm_kernel`) and the input gradient of their backward
+# (`layer_norm_grad_input_kernel_vectorized`, aten/src/ATen/native/cuda/layer_norm_kernel.cu) run one thread block
+# per row: it loads the row, reduces it across its warps (shared memory and a barrier), then reads the row again to
+# write the result. Two terms follow.
+# - A block's time is a fixed latency (the reduction's shuffles and barriers, memory round trips) plus its loads, and
+#   an SM holds a fixed number of blocks, so a row costs `row_ns` (that latency over the blocks in flight) on top of
+#   its bytes. Narrow rows are latency-bound: on an H200 an RMSNorm forward of 128 to 512 bfloat16 columns takes 0.64
+#   to 0.87 ns a row (data/h200/kernels/micro/shape_sweeps/), where their bytes alone take 0.16 to 0.6; DeepSeek-V3's
+#   debug model normalizes 32768 rows of 256 columns.
+# - The second pass (over the input; the input and the output gradient in the backward) finds the row in L1 only as
+#   far as L1 holds it beside the rows of the other blocks in flight: a row keeps `l1_row_bytes` of it there, and
+#   the rest comes from memory once more. On the sweeps, rows whose second pass is 8 KB or more (a forward over 4096
+#   bfloat16 columns, a backward over 2048) run 10-30 % slower per byte than narrower rows.
+#   t = t0 + (bytes + rows · max(0, second-pass bytes per row - l1_row_bytes)) / (BW·eff) + rows · row_ns
+# t0, eff and row_ns are fitted per op, `l1_row_bytes` on the forwards, whose time is their row kernel's alone
+# (benchmarks/kernels/fit.py `fit_norms`; the backward's weight gradient: Note [Norm backward's weight gradient]).
+# The CUDA implementations take their operands `expect_contiguous()`: a strided input (DeepSeek-V3 normalizes the
+# first 512 of 576 columns) is copied first, a strided copy costed as such (42 µs beside the norm's 30 there).
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a row-major tensor of `shape`."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def norm_rows(op: OpCall) -> int:
+    """The rows a LayerNorm or RMSNorm (forward or backward) normalizes: its input's elements over the normalized
+    shape's (Note [Norms pay per row])."""
+    b = bind(op)
+    x = b.get("input")
+    if not isinstance(x, TensorMeta):
+        return 0
+    n = math.prod(b.get("normalized_shape") or x.shape[-1:])
+    return x.numel // n if n else 0
+
+
+def norm_second_pass_bytes(op: OpCall, l1_row_bytes: float) -> float:
+    """The bytes a norm's row kernel reads from memory a second time: of each row's second pass (the input; the input
+    and the output gradient in the backward), what is beyond the `l1_row_bytes` L1 keeps (Note [Norms pay per
+    row])."""
+    x = bind(op).get("input")
+    rows = norm_rows(op)
+    if not isinstance(x, TensorMeta) or rows == 0:
+        return 0.0
+    per_row = x.numel // rows * itemsize(x) * (2 if packet_name(op.name) in NORM_BACKWARD_OPS else 1)
+    return rows * max(0.0, per_row - l1_row_bytes)
+
+
+# ----------------------------------------------------------------------------- strided concatenation
+
+# Note [Strided concatenation]
+# `torch.cat` on CUDA (aten/src/ATen/native/cuda/Shape.cu, `cat_out_cuda`) copies its inputs in one kernel when
+# there are several of them, the output has at most 4 dims, is contiguous and 32-bit indexable, and they share a
+# dtype. If every input is contiguous it takes a vectorized kernel that streams bytes (the `copy` kind's model). If
+# any is strided (a slice of a wider tensor) or expanded (a broadcast), every input goes through
+# `CatArrayBatchedCopy`: a grid of 2 blocks of 512 threads per SM for each input (the grid's y, up to 64 inputs a
+# launch), each thread copying one element at a time and computing the element's input and output offsets with a
+# division per dimension. Its time is set by elements, not bytes: an H200 copies 240-250 output elements per ns of
+# 4-dim bfloat16 or float32 alike (data/<gpu>/kernels/micro/shape_sweeps/), and an expanded input, which reads less,
+# is no faster. The model: an element costs `elem_ns + dim_elem_ns · dims` of an input's own blocks (they are
+# latency-bound: an input's 2 blocks per SM keep a fixed number of elements in flight), inputs copied at once reach
+# `parallel_inputs` times one input's rate (not their number: they share the SMs' issue slots), and no faster than
+# `bw_eff` of the bandwidth (one element per load and store):
+#   t = t0 + max(largest input · c, all inputs · c / parallel_inputs, bytes / (BW·bw_eff))
+#   c = elem_ns + dim_elem_ns · dims
+# fitted on the sweep's strided and expanded cats of 2-4 dims and 8-268 M elements (benchmarks/kernels/fit.py
+# `fit_cat_strided`). DeepSeek-V3's query and key concatenations, 8 x 4096 x 16 x {128, 64} and x {128, 128}, took 421
+# and 534 µs where a strided copy of their bytes (`copy_strided`) gave 236 and 313. A cat that meets none of the
+# batched kernel's conditions copies each input into its slice of the output (`copy_` of a `narrow`), as before.
+CAT_MAX_DIMS = 4
+"""The most dims `CatArrayBatchedCopy` handles (CAT_ARRAY_MAX_INPUT_DIMS)."""
+CAT_INPUTS_PER_LAUNCH = 64
+"""Inputs per launch of the strided kernel (CAT_ARRAY_BATCH_SIZE / 2: their strides travel in the arguments)."""
+INT32_INDEXABLE = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class StridedCat:
+    """What `CatArrayBatchedCopy` does for one `aten.cat` (Note [Strided concatenation])."""
+
+    dims: int
+    """The output's dims: the kernel's index computation has a division per dim."""
+    elements: tuple[int, ...]
+    """Each non-empty input's elements (an expanded input counts every element it presents)."""
+
+    @property
+    def launches(self) -> int:
+        return _ceil_div(len(self.elements), CAT_INPUTS_PER_LAUNCH)
+
+
+def _indexable_32bit(t: TensorMeta) -> bool:
+    """PyTorch's canUse32BitIndexMath: the elements and the farthest offset fit an int32."""
+    farthest = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride) if n)
+    return t.numel <= INT32_INDEXABLE and farthest <= INT32_INDEXABLE
+
+
+def strided_cat(op: OpCall) -> StridedCat | None:
+    """The batched strided copy an `aten.cat` runs, or None when it runs the vectorized kernel of contiguous inputs,
+    or a copy per input (Note [Strided concatenation])."""
+    if packet_name(op.name) != "aten.cat" or not op.args or not op.outputs:
+        return None
+    inputs = tensors_in(op.args[0])
+    out = op.outputs[0]
+    if (len(inputs) < 2 or len(out.shape) > CAT_MAX_DIMS or not is_contiguous(out) or len({t.dtype for t in inputs}) > 1
+            or not all(_indexable_32bit(t) for t in (*inputs, out))):
+        return None
+    if all(is_contiguous(t) for t in inputs):
+        return None
+    elements = tuple(t.numel for t in inputs if t.numel > 0)
+    return StridedCat(len(out.shape), elements) if elements else None
+
+
+# ----------------------------------------------------------------------------- index_put_
+
+# Note [index_put_'s two kernels]
+# `x[idx] = v` and `x.index_put_((idx,), v, accumulate)` with integer indices (aten/src/ATen/native/cuda/
+# Indexing.cu) run one of two kernels. Without accumulation, TensorIterator's `index_elementwise_kernel`: a thread
+# per written element computes its offsets through the index and stores it, about 215 elements per ns on an H200
+# (4.7 ps each) whether they are 2 or 4 bytes wide: t = t0 + elements · elem_ns. With accumulation (the backward of
+# a gather: `_index_put_impl_(..., accumulate=True, unsafe=True)`), `index_put_with_sort_kernel` first sorts the
+# indices (cub's radix sort: a histogram, a scan, one pass per 8 bits of key, memsets, and the linear indices'
+# arithmetic: 12 launches, about 30 µs), then `indexing_backward_kernel` gives a warp to each run of equal indices
+# and 128 columns, and the warp walks its run adding one row after the other, a memory round trip each: a warp step
+# per index and 128 columns, `step_ns` apiece over the GPU. `index_put_` called directly (unsafe=False) also checks
+# the indices' range first: two reductions and two device-side asserts (`range_check_ns`, 6 launches).
+#   t = t0 + indices · index_ns + indices · before · ceil(after / 128) · step_ns [+ range_check_ns]
+# where `before` and `after` are the elements of the dims before and after the indexed ones; the out-of-place
+# `index_put` copies `self` first. All fitted on the sweep's calls, whose kernels the profiler times one by one
+# (benchmarks/kernels/fit.py `fit_index_put`, `fit_index_put_accumulate`). Boolean masks (`x[mask] = 0`) take other
+# paths and keep the index class's bytes model. Not modelled: how long the runs of equal indices are (the sweep's
+# random indices, runs of 1.6 and 4, give 15 % apart for the same steps; all-distinct indices take longer), a sort of
+# more than 16 key bits (a pass more), and int32 indices' conversion kernel.
+INDEX_PUT_COLUMNS_PER_STEP = 128
+"""Columns a warp of `indexing_backward_kernel` covers per step: 32 lanes x 4 elements (SZ)."""
+INDEX_PUT_RANGE_CHECK_KERNELS = 6
+"""The range check's launches: a min and a max reduction of the indices, a comparison and an assert each."""
+
+
+@dataclass(frozen=True)
+class IndexPut:
+    """An `index_put_` through integer indices (Note [index_put_'s two kernels])."""
+
+    indices: int
+    """Indices (the index tensors broadcast together)."""
+    before: int
+    """Elements of the dims before the first indexed dim."""
+    after: int
+    """Elements of the dims after the indexed ones: the slice written per index."""
+    accumulate: bool
+    range_check: bool
+    """The sorting path checks the indices' range first (not when autograd calls it: unsafe=True)."""
+    out_of_place: bool
+    """`aten.index_put` copies `self` before writing."""
+
+    @property
+    def elements(self) -> int:
+        return self.indices * self.before * self.after
+
+    @property
+    def warp_steps(self) -> int:
+        return self.indices * self.before * _ceil_div(self.after, INDEX_PUT_COLUMNS_PER_STEP)
+
+
+def index_put(op: OpCall) -> IndexPut | None:
+    """The kernels an index_put runs; None for other ops and for boolean masks (Note [index_put_'s two kernels])."""
+    p = packet_name(op.name)
+    if p not in INDEX_PUT_OPS:
+        return None
+    b = bind(op)
+    target, indices = b.get("self"), b.get("indices")
+    if not isinstance(target, TensorMeta) or not isinstance(indices, tuple) or not indices:
+        return None
+    given = [(d, i) for d, i in enumerate(indices) if isinstance(i, TensorMeta)]
+    if not given or any(i.dtype not in ("int64", "int32") for _, i in given):
+        return None
+    indexed = {d for d, _ in given}
+    first = given[0][0]
+    after = math.prod(n for d, n in enumerate(target.shape) if d > first and d not in indexed)
+    accumulate = bool(b.get("accumulate", False))
+    return IndexPut(max(i.numel for _, i in given), math.prod(target.shape[:first]), after, accumulate,
+                    accumulate and not b.get("unsafe", False), p == "aten.index_put")
+
+
 # ----------------------------------------------------------------------------- GEMM tiles
 
 # Note [GEMM tile choice]
@@ -924,8 +1118,17 @@ class ComputeModel:
         if cls is None:
             return self._memory(op, "other", "generic", "generic")
         kind = self._memory_kind(op, cls)
-        if p in NORM_BACKWARD_OPS and "norm_weight_grad" in self.cal.memory:
+        mem = self.cal.memory
+        if p in NORM_BACKWARD_OPS and "norm_weight_grad" in mem:
             return self._norm_backward(op, kind)
+        if p in NORM_FORWARD_OPS and "row_ns" in mem.get(kind, {}):
+            return self._norm_forward(op, kind)
+        if kind == "cat_strided" and kind in mem:
+            return self._cat_strided(op, strided_cat(op))  # type: ignore[arg-type]
+        if kind in ("index_put", "index_put_accumulate") and kind in mem:
+            return self._index_put(op, index_put(op))  # type: ignore[arg-type]
+        if kind == "cat_strided":  # a calibration without the strided cat's terms: a strided copy of its bytes
+            kind = "copy_strided"
         return self._memory(op, cls, kind, "analytic")
 
     # memory-bound ----------------------------------------------------------------------------
@@ -943,9 +1146,13 @@ class ComputeModel:
                     return "cast_down" if itemsize(dst) < itemsize(src) else "cast_up"
                 if p in CAST_COPY_OPS and not (is_contiguous(src) and is_contiguous(dst)):
                     return "strided_copy"
+            if strided_cat(op) is not None:  # Note [Strided concatenation]
+                return "cat_strided"
             if writes_strided_slices(op) or strided_access(op.tensor_inputs() + list(op.outputs)):
                 return "copy_strided"
             return "copy"
+        if cls == "index" and (ip := index_put(op)) is not None:  # Note [index_put_'s two kernels]
+            return "index_put_accumulate" if ip.accumulate else "index_put"
         base = MEMORY_KIND_OF_CLASS.get(cls, "generic")
         if p in GENERATED_KERNELS:  # Triton's own loads and stores, not TensorIterator's paths
             return base
@@ -980,13 +1187,78 @@ class ComputeModel:
         p = mem.get(kind) or mem["norm"]
         bw = self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]
         nbytes = default_bytes(op)
-        t = p["t0_ns"] + nbytes / bw * 1e9
+        t = p["t0_ns"] + (nbytes + self._second_pass_bytes(op)) / bw * 1e9 + norm_rows(op) * p.get("row_ns", 0.0)
         g = norm_weight_grad(op, self.gpu.sm_count)
         n_k = 1
         if g is not None:
             t += max(g.reread_bytes / bw * 1e9, g.serial_tiles * mem["norm_weight_grad"]["tile_ns"])
             n_k += 1 + g.split_rows
-        return KernelEstimate(int(round(t + self._gap(n_k))), registry_flops(op), nbytes, "norm", "analytic")
+        copies = self._made_contiguous(op)
+        return KernelEstimate(int(round(t + self._gap(n_k) + copies)), registry_flops(op), nbytes, "norm", "analytic")
+
+    def _norm_forward(self, op: OpCall, kind: str) -> KernelEstimate:
+        """A LayerNorm or RMSNorm forward: a block per row, its latency on top of the bytes (Note [Norms pay per
+        row])."""
+        p = self.cal.memory[kind]
+        nbytes = default_bytes(op)
+        read = nbytes + self._second_pass_bytes(op)
+        bw = self.gpu.memory_bandwidth_bytes_per_s * p["bw_eff"]
+        t = p["t0_ns"] + read / bw * 1e9 + norm_rows(op) * p["row_ns"]
+        t += self._gap(int(p.get("kernels", 1))) + self._made_contiguous(op)
+        return KernelEstimate(int(round(t)), registry_flops(op), nbytes, "norm", "analytic")
+
+    def _made_contiguous(self, op: OpCall) -> float:
+        """The copies a norm's CUDA implementation makes of its strided row operands (`expect_contiguous()` of the
+        input, the output gradient, the weight and bias), each a strided copy with its kernel gap (Note [Norms pay per
+        row])."""
+        b = bind(op)
+        t = 0.0
+        for name in ("input", "grad_out", "weight", "bias"):
+            x = b.get(name)
+            if isinstance(x, TensorMeta) and not is_contiguous(x):
+                dense = TensorMeta(x.shape, x.dtype, contiguous_strides(x.shape), x.device)
+                copy = OpCall("aten.clone.default", (x,), (), (dense,))
+                t += self._memory(copy, "copy", "strided_copy", "analytic").duration_ns
+        return t
+
+    def _second_pass_bytes(self, op: OpCall) -> float:
+        """A norm row kernel's second pass, where it misses L1 (Note [Norms pay per row]); none for a calibration
+        without the term."""
+        rows = self.cal.memory.get("norm_rows")
+        return norm_second_pass_bytes(op, rows["l1_row_bytes"]) if rows else 0.0
+
+    def _cat_strided(self, op: OpCall, cat: StridedCat) -> KernelEstimate:
+        """A concatenation with strided or expanded inputs: elements at the batched copy's rates, or its bytes,
+        whichever is longer (Note [Strided concatenation])."""
+        c = self.cal.memory["cat_strided"]
+        per_element = c["elem_ns"] + c["dim_elem_ns"] * cat.dims
+        largest = max(cat.elements) * per_element  # one input's own blocks
+        together = sum(cat.elements) * per_element / c["parallel_inputs"]  # the SMs shared by the inputs
+        nbytes = default_bytes(op)
+        streamed = nbytes / (self.gpu.memory_bandwidth_bytes_per_s * c["bw_eff"]) * 1e9
+        t = c["t0_ns"] + max(largest, together, streamed)
+        return KernelEstimate(int(round(t + self._gap(cat.launches))), 0.0, nbytes, "copy", "analytic")
+
+    def _index_put(self, op: OpCall, ip: IndexPut) -> KernelEstimate:
+        """An index_put through integer indices: a thread per element, or a sort and a warp per run of equal
+        indices (Note [index_put_'s two kernels])."""
+        mem = self.cal.memory
+        nbytes = default_bytes(op)
+        if ip.accumulate:
+            a = mem["index_put_accumulate"]
+            t = a["t0_ns"] + ip.indices * a["index_ns"] + ip.warp_steps * a["step_ns"]
+            n_k = int(a["kernels"])
+            if ip.range_check:
+                t, n_k = t + a["range_check_ns"], n_k + INDEX_PUT_RANGE_CHECK_KERNELS
+        else:
+            a = mem["index_put"]
+            t, n_k = a["t0_ns"] + ip.elements * a["elem_ns"], int(a.get("kernels", 1))
+        t += self._gap(n_k)
+        if ip.out_of_place:  # `self` cloned first
+            target = bind(op)["self"]
+            clone = OpCall("aten.clone.default", (target,), (), (target,))
+            t += self._memory(clone, "copy", "copy", "analytic").duration_ns
+        return KernelEstimate(int(round(t)), 0.0, nbytes, "index", "analytic")
 
     # foreach ---------------------------------------------------------------------------------
     def _foreach_features(self, op: OpCall) -> tuple[float, int]:

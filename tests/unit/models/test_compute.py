@@ -499,3 +499,182 @@ def test_norm_backward_without_a_weight_gradient_runs_the_input_gradient_alone()
     bw = 4.8e12 * 0.6
     for op in (_rms_backward(32768, 256, weight=False), _rms_backward(32768, 256, mask=(True, False))):
         assert m.estimate(op).duration_ns == round(1000 + default_bytes(op) / bw * 1e9 + 1000)
+
+
+# ------------------------------------------- strided concatenation (Note [Strided concatenation])
+
+CAT_MEMORY = dict(CAL["memory"], **{
+    "copy": {"t0_ns": 1000.0, "bw_eff": 0.9},
+    "cat_strided": {"t0_ns": 5000.0, "elem_ns": 0.001, "dim_elem_ns": 0.001, "parallel_inputs": 1.6, "bw_eff": 0.6},
+})
+
+
+def _cat(*parts, dim=-1, dtype="bfloat16"):
+    """`torch.cat(parts, dim)`; a part is (shape, stride) or a shape (contiguous)."""
+    ins = tuple(t(p[0], dtype, p[1]) if isinstance(p[1], tuple) else t(p, dtype) for p in parts)
+    shape = list(ins[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in ins)
+    return OpCall("aten.cat.default", (ins, dim), (), (t(shape, dtype),))
+
+
+# DeepSeek-V3's query: the first 128 of 192 columns of each head, and a contiguous 64-column part
+Q_NOPE = ((8, 4096, 16, 128), (12582912, 3072, 192, 1))
+Q_PE = (8, 4096, 16, 64)
+
+
+def test_a_strided_cat_costs_per_element_not_per_byte():
+    """CatArrayBatchedCopy copies one element per thread, so bfloat16 and float32 take the same time: the larger
+    input's elements at its own blocks' rate (128 + 64 of 192 columns: 67 M of 101 M elements), 4 dims."""
+    m = model(memory=CAT_MEMORY)
+    bf16, fp32 = _cat(Q_NOPE, Q_PE), _cat(Q_NOPE, Q_PE, dtype="float32")
+    per_element = 0.001 + 0.001 * 4
+    largest = 8 * 4096 * 16 * 128 * per_element  # above all of them at 1.6 inputs' worth, and above the bytes
+    assert m.estimate(bf16).duration_ns == round(5000 + largest + 1000)
+    assert m.estimate(fp32).duration_ns == m.estimate(bf16).duration_ns
+    assert default_bytes(fp32) == 2 * default_bytes(bf16)
+    # two equal inputs share the SMs: all the elements at 1.6 inputs' worth
+    pair = _cat(Q_NOPE, Q_NOPE)
+    assert m.estimate(pair).duration_ns == round(5000 + 2 * 8 * 4096 * 16 * 128 * per_element / 1.6 + 1000)
+
+
+def test_an_expanded_input_does_not_make_a_strided_cat_cheaper():
+    """DeepSeek-V3's key: a rotary part shared by the 16 heads (stride 0), read once but copied per element."""
+    m = model(memory=CAT_MEMORY)
+    k_nope = ((8, 4096, 16, 128), (16777216, 4096, 256, 1))
+    expanded = _cat(k_nope, ((8, 4096, 16, 64), (262144, 64, 0, 1)))
+    materialized = _cat(k_nope, (8, 4096, 16, 64))
+    assert default_bytes(expanded) < default_bytes(materialized)
+    assert m.estimate(expanded).duration_ns == m.estimate(materialized).duration_ns
+
+
+def test_a_cat_of_contiguous_inputs_streams_its_bytes():
+    m = model(memory=CAT_MEMORY)
+    op = _cat((8, 4096, 16, 128), Q_PE)
+    assert m.estimate(op).duration_ns == round(1000 + default_bytes(op) / (4.8e12 * 0.9) * 1e9 + 1000)
+
+
+def test_a_cat_the_batched_kernel_cannot_take_copies_its_inputs_by_bytes():
+    """Five dims, or mixed dtypes: PyTorch copies each input into its slice of the output (a strided copy)."""
+    m = model(memory=dict(CAT_MEMORY, copy_strided={"t0_ns": 2000.0, "bw_eff": 0.4}))
+    five = _cat(((2, 8, 4096, 16, 128), (25165824, 3145728, 768, 48, 1)), (2, 8, 4096, 16, 64))
+    assert m.estimate(five).duration_ns == round(2000 + default_bytes(five) / (4.8e12 * 0.4) * 1e9 + 1000)
+    # a calibration without the strided cat's terms costs it as a strided copy, too
+    without = {k: v for k, v in CAT_MEMORY.items() if k != "cat_strided"}
+    old = model(memory=without | {"copy_strided": {"t0_ns": 2000.0, "bw_eff": 0.4}})
+    four = _cat(Q_NOPE, Q_PE)
+    assert old.estimate(four).duration_ns == round(2000 + default_bytes(four) / (4.8e12 * 0.4) * 1e9 + 1000)
+    assert model(memory=CAT_MEMORY).estimate(four).duration_ns > 1.5 * old.estimate(four).duration_ns
+
+
+# ------------------------------------------- index_put_ (Note [index_put_'s two kernels])
+
+INDEX_MEMORY = dict(CAL["memory"], **{
+    "copy": {"t0_ns": 1000.0, "bw_eff": 0.9},
+    "index": {"t0_ns": 2000.0, "bw_eff": 0.5},
+    "index_put": {"t0_ns": 4000.0, "elem_ns": 0.005, "kernels": 1},
+    "index_put_accumulate": {"t0_ns": 36000.0, "index_ns": 0.05, "step_ns": 0.3, "range_check_ns": 18000.0,
+                             "kernels": 13},
+})
+
+
+def _index_put(rows, n, width, dtype="bfloat16", accumulate=False, name="aten.index_put_.default", unsafe=None):
+    target = t((rows, width), dtype)
+    args = (target, (t((n,), "int64"),), t((n, width), dtype), accumulate) + (() if unsafe is None else (unsafe,))
+    return OpCall(name, args, (), (target,))
+
+
+def test_index_put_without_accumulation_costs_per_element_written():
+    """A thread per element (index_elementwise_kernel): DeepSeek-V3's scatter of 137200 rows of 256, whatever the
+    element's width."""
+    m = model(memory=INDEX_MEMORY)
+    bf16, fp32 = _index_put(137163, 137200, 256), _index_put(137163, 137200, 256, "float32")
+    assert m.estimate(bf16).duration_ns == round(4000 + 137200 * 256 * 0.005 + 1000)
+    assert m.estimate(fp32).duration_ns == m.estimate(bf16).duration_ns
+
+
+def test_index_put_with_accumulation_costs_a_sort_and_a_warp_step_per_index_and_128_columns():
+    m = model(memory=INDEX_MEMORY)
+    # autograd's backward of a gather: no range check; 98304 indices into 32768 rows of 256 columns: 2 steps each
+    backward = _index_put(32768, 98304, 256, accumulate=True, name="aten._index_put_impl_.default", unsafe=True)
+    sort_and_add = 36000 + 98304 * 0.05 + 98304 * 2 * 0.3
+    assert m.estimate(backward).duration_ns == round(sort_and_add + 13 * 1000)
+    # called directly, index_put_ checks the indices' range first: 6 more kernels
+    direct = _index_put(32768, 98304, 256, accumulate=True)
+    assert m.estimate(direct).duration_ns == round(sort_and_add + 18000 + 19 * 1000)
+    # far more than the bytes it moves
+    bytes_only = model(memory=CAL["memory"] | {"index": INDEX_MEMORY["index"]})
+    assert m.estimate(backward).duration_ns > 2 * bytes_only.estimate(backward).duration_ns
+    # the out-of-place index_put copies self first
+    functional = _index_put(32768, 98304, 256, accumulate=True, name="aten.index_put.default")
+    copy = 1000 + 2 * 32768 * 256 * 2 / (4.8e12 * 0.9) * 1e9 + 1000
+    assert m.estimate(functional).duration_ns == round(sort_and_add + 18000 + 19 * 1000 + copy)
+
+
+def test_a_boolean_mask_index_put_keeps_the_bytes_model():
+    """`x[mask] = 0` takes masked_fill's path: the index class's bytes."""
+    m = model(memory=INDEX_MEMORY)
+    x = t((2, 4096, 2048))
+    op = OpCall("aten.index_put_.default", (x, (t((2, 4096), "bool"),), t((), "bfloat16")), (), (x,))
+    assert m.estimate(op).duration_ns == round(2000 + default_bytes(op) / (4.8e12 * 0.5) * 1e9 + 1000)
+
+
+# ------------------------------------------- norm rows (Note [Norms pay per row])
+
+ROW_MEMORY = dict(NORM_MEMORY, **{
+    "strided_copy": {"t0_ns": 1500.0, "bw_eff": 0.3},
+    "aten._fused_rms_norm": {"t0_ns": 2000.0, "bw_eff": 0.8, "row_ns": 0.5, "kernels": 1},
+    "aten._fused_rms_norm_backward": {"t0_ns": 1000.0, "bw_eff": 0.6, "row_ns": 0.4, "kernels": 2},
+    "norm_rows": {"l1_row_bytes": 1e9},
+})
+
+
+def _rms_forward(rows, hidden, dtype="bfloat16", stride=None):
+    x = t((rows, hidden), dtype, stride)
+    return OpCall("aten._fused_rms_norm.default", (x, [hidden], t((hidden,), dtype), None), (),
+                  (t((rows, hidden), dtype), t((rows, 1), "float32")))
+
+
+def test_a_narrow_norm_forward_pays_per_row():
+    """A block per row: 32768 rows of 256 columns cost 28672 rows' latency more than 4096 rows of 2048, the same
+    bytes."""
+    m = model(memory=ROW_MEMORY)
+    narrow, wide = _rms_forward(32768, 256), _rms_forward(4096, 2048)
+    bw = 4.8e12 * 0.8
+    assert m.estimate(narrow).duration_ns == round(2000 + default_bytes(narrow) / bw * 1e9 + 32768 * 0.5 + 1000)
+    assert m.estimate(narrow).duration_ns - m.estimate(wide).duration_ns == pytest.approx(
+        (default_bytes(narrow) - default_bytes(wide)) / bw * 1e9 + 28672 * 0.5, abs=1)
+    # a calibration without the row term costs them by their bytes alone
+    bytes_only = dict(ROW_MEMORY, **{"aten._fused_rms_norm": {"t0_ns": 2000.0, "bw_eff": 0.8}})
+    old = model(memory=bytes_only)
+    assert old.estimate(narrow).duration_ns == pytest.approx(old.estimate(wide).duration_ns, rel=0.01)
+
+
+def test_the_norm_backwards_input_gradient_pays_per_row():
+    m = model(memory=ROW_MEMORY)
+    without = model(memory=dict(ROW_MEMORY, **{"aten._fused_rms_norm_backward": {"t0_ns": 1000.0, "bw_eff": 0.6,
+                                                                                 "kernels": 2}}))
+    for op in (_rms_backward(32768, 256), _rms_backward(32768, 256, weight=False)):
+        assert m.estimate(op).duration_ns - without.estimate(op).duration_ns == round(32768 * 0.4)
+
+
+def test_a_norms_second_pass_reads_again_what_l1_does_not_keep():
+    """A row keeps `l1_row_bytes` (here 4 KB) of its second pass in L1: a forward over 2048 bfloat16 columns reads
+    nothing again, one over 8192 reads 12 KB of each 16 KB row again. The backward's second pass covers the input and
+    the output gradient: 16 KB a row at 4096 columns."""
+    m = model(memory=dict(ROW_MEMORY, norm_rows={"l1_row_bytes": 4096.0}))
+    bw = 4.8e12 * 0.8
+    fits, misses = _rms_forward(8192, 2048), _rms_forward(2048, 8192)
+    assert m.estimate(fits).duration_ns == round(2000 + default_bytes(fits) / bw * 1e9 + 8192 * 0.5 + 1000)
+    assert m.estimate(misses).duration_ns == round(2000 + (default_bytes(misses) + 2048 * (16384 - 4096)) / bw * 1e9
+                                                   + 2048 * 0.5 + 1000)
+    back = _rms_backward(2048, 4096, weight=False)
+    assert m.estimate(back).duration_ns == round(1000 + (default_bytes(back) + 2048 * (16384 - 4096)) / (4.8e12 * 0.6)
+                                                 * 1e9 + 2048 * 0.4 + 1000)
+
+
+def test_a_strided_norm_input_is_copied_first():
+    """expect_contiguous(): DeepSeek-V3 normalizes the first 512 of 576 columns, after a strided copy of them."""
+    m = model(memory=ROW_MEMORY)
+    strided, dense = _rms_forward(32768, 512, stride=(576, 1)), _rms_forward(32768, 512)
+    copy = 1500 + 2 * 32768 * 512 * 2 / (4.8e12 * 0.3) * 1e9 + 1000
+    assert m.estimate(strided).duration_ns == pytest.approx(m.estimate(dense).duration_ns + copy, abs=1)
