@@ -13,6 +13,7 @@ refit that changes nothing leaves the file byte for byte the same and a diff sho
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,13 @@ def write_fit(script: str, data: Path, gpu: str, model: str, constants: dict[str
         return
     source = f"{script} on {relative(data)}"
     print(f"wrote {update_fitted(gpu, model, constants, {k: source for k in constants}, specs_root=specs_root)}")
+
+
+def fit_parser(doc: str, data: Path) -> argparse.ArgumentParser:
+    """A fit's command line: `--data` (default `data`), `--specs` (a copy of src/phantora/specs to write into) and
+    `--dry-run`; `doc`'s first line describes it."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--data", type=Path, default=data)
+    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
+    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    return p

@@ -19,13 +19,11 @@ call with cold caches, as cProfile's own cost per call is 3.4x its calibration t
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common.fitted import write_fit
-from benchmarks.common.paths import SPECS
+from benchmarks.common.fitted import fit_parser, write_fit
 from benchmarks.host.fit_contention import uncontended_probe_us
 from benchmarks.host.fit_python_prices import DATA, mean_host_slowdown
 from benchmarks.host.summarize_python_profiles import C10D_LOGGER, Function, Profile, in_situ_ratio, is_c10d_api
@@ -85,10 +83,7 @@ def fit(runs: list[Profile], specs: Path, in_situ: float) -> tuple[int, dict[str
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
-    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    p = fit_parser(__doc__, DATA)
     a = p.parse_args()
     runs = [Profile.load(path) for path in sorted(a.data.glob("*.profiled.rank*.pstats"))]
     ns, means = fit(runs, a.specs, in_situ_ratio(a.data))

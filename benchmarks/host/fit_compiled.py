@@ -21,14 +21,12 @@ times the uncontended hosts' probe over that probe, times the mean contended hos
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common.fitted import write_fit
-from benchmarks.common.paths import SPECS, data_dir, relative
+from benchmarks.common.fitted import fit_parser, write_fit
+from benchmarks.common.paths import data_dir, relative
 from benchmarks.host.counting import count_charges
 from benchmarks.host.fit_context import lsq
 from benchmarks.host.fit_python_prices import to_mean_host
@@ -67,11 +65,8 @@ def fit(table: list) -> dict[str, int]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
+    p = fit_parser(__doc__, DATA)
     p.add_argument("--simulate", action="store_true", help=f"simulate the variants again and rewrite {relative(COUNTS)}")
-    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
     a = p.parse_args()
     measured = {v["name"]: v for v in json.loads((a.data / MEASURED.name).read_text())["variants"]}
     counts_path = a.data / COUNTS.name

@@ -18,13 +18,11 @@ of any work).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from pathlib import Path
 
-from benchmarks.common.fitted import write_fit
-from benchmarks.common.paths import SPECS, data_dir
+from benchmarks.common.fitted import fit_parser, write_fit
+from benchmarks.common.paths import data_dir
 from benchmarks.host.fit_python_prices import to_mean_host
 from phantora.models.host import MMAP_THRESHOLD_BYTES, PAGE_BYTES
 
@@ -49,10 +47,7 @@ def fit(rows: list[dict]) -> tuple[float, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
-    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    p = fit_parser(__doc__, DATA)
     a = p.parse_args()
     measured = json.loads((a.data / "cpu_tensor_ops.json").read_text())
     rate, fault_ns = fit(measured["rows"])

@@ -29,15 +29,14 @@ environment); a module's `forward` is a module call's (`module_call_ns`) and is 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common.fitted import update_fitted
-from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
+from benchmarks.common.fitted import fit_parser, update_fitted
+from benchmarks.common.paths import BENCHMARKS, data_dir, relative
 from benchmarks.e2e.frameworks.accuracy import error_pct, simulate
 from benchmarks.e2e.frameworks.probed import at_host_scale, host_scale
 from benchmarks.host.fit_contention import THRESHOLD_US, uncontended_probe_us
@@ -240,13 +239,10 @@ def simulated(config: dict) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
+    p = fit_parser(__doc__, DATA)
     p.add_argument("--own-only", action="store_true", help="price a function's own time alone (no helpers)")
     p.add_argument("--calibrated-only", action="store_true",
                    help="take off cProfile's calibrated cost alone, not its cost in situ")
-    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
     p.add_argument("--simulate", nargs="*", metavar="NAME", help="simulate the profiled programs instead of fitting")
     p.add_argument("--simulate-probed", nargs="*", metavar="NAME",
                    help="simulate the programs profiled every other step at their probed host speed")

@@ -16,15 +16,13 @@ over the mean of the probes before and after the measurement, times the mean con
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common.fitted import write_fit
-from benchmarks.common.paths import SPECS, data_dir
+from benchmarks.common.fitted import fit_parser, write_fit
+from benchmarks.common.paths import data_dir
 from benchmarks.host.fit_python_prices import to_mean_host
 
 DATA = data_dir("h200", "host", "tokenizer")
@@ -57,10 +55,7 @@ def report(rows: list[dict], per_char: float, per_token: float) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--specs", type=Path, default=SPECS, help="write into this copy of src/phantora/specs")
-    p.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    p = fit_parser(__doc__, DATA)
     a = p.parse_args()
     measured = json.loads((a.data / "tokenizer.json").read_text())
     per_char, per_token = fit(measured["rows"])

@@ -20,12 +20,17 @@ for step in range(5):
 """
 
 
-def test_each_steps_host_time_leaves_the_probe_out(tmp_path):
+def run_probed(tmp_path, program: str) -> dict:
+    """Run `program` under benchmarks/host/probe_steps.py; its rank's record."""
     script = tmp_path / "train.py"
-    script.write_text(PROGRAM)
+    script.write_text(program)
     subprocess.run([sys.executable, "-m", "benchmarks.host.probe_steps", str(tmp_path / "run"), str(script)],
                    cwd=REPO, check=True, timeout=120)
-    record = json.loads((tmp_path / "run.rank0.json").read_text())
+    return json.loads((tmp_path / "run.rank0.json").read_text())
+
+
+def test_each_steps_host_time_leaves_the_probe_out(tmp_path):
+    record = run_probed(tmp_path, PROGRAM)
     assert record["optimizer_steps"] == 5 and len(record["python_loop_probe_us"]) == 5
     steps = record["step_host_s"]  # from the first optimizer step on: four steps, 20-80 ms of sleep each
     assert len(steps) == 4
@@ -60,9 +65,5 @@ for step in range(3):
 
 
 def test_an_optimizer_that_steps_others_is_one_step(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(CONTAINER_PROGRAM)
-    subprocess.run([sys.executable, "-m", "benchmarks.host.probe_steps", str(tmp_path / "run"), str(script)],
-                   cwd=REPO, check=True, timeout=120)
-    record = json.loads((tmp_path / "run.rank0.json").read_text())
+    record = run_probed(tmp_path, CONTAINER_PROGRAM)
     assert record["optimizer_steps"] == 3 and len(record["step_host_s"]) == 2
