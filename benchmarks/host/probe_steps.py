@@ -25,7 +25,7 @@ def run_as_main(script: str, args: list[str]) -> None:
     """Run a training script as `python SCRIPT ARGS` would, in this process; SCRIPT `-m` runs the module ARGS[0] with
     the rest, as `python -m MODULE ARGS` would (TorchTitan's `-m torchtitan.train`)."""
     if script == "-m":
-        sys.argv = [args[0], *args[1:]]
+        sys.argv = list(args)
         runpy.run_module(args[0], run_name="__main__", alter_sys=True)
         return
     sys.argv = [script, *args]

@@ -7,8 +7,8 @@ its steady steps.
     ... -m benchmarks.host.profile_python OUT -m MODULE ARGS...                     # a module's program
 
 Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hooks, which
-every framework's optimizer reaches through the torch optimizer it wraps; an optimizer stepping others is one step) and ends with the program; `OUT.rank<R>.json`
-says how many optimizer steps it saw, so the statistics are per step. cProfile follows only the thread that started
+every framework's optimizer reaches through the torch optimizer it wraps; an optimizer stepping others is one step) and
+ends with the program; `OUT.rank<R>.json` says how many optimizer steps it saw, so the statistics are per step. cProfile follows only the thread that started
 it, and the autograd engine runs a CUDA backward pass (with the program's hooks in it) on a thread of its own: so the
 engine's multithreading is off here and the backward runs on the calling thread. Timings are cProfile's, its own
 cost in them: the JSON also holds what a profiled call of an empty Python function costs on this machine, profiled and

@@ -6,7 +6,7 @@ ops, `optimizer.step()`'s per-parameter bookkeeping, FSDP2's hooks and DTensor's
 `set_to_none=True`), `clip_grad_norm_`'s grouping of gradients, functional collectives' Python, fetching a batch from a
 DataLoader (and the CPU its pin-memory thread then takes from the ops that follow:
 `Session.thread_steal_ns`), a tokenizer encoding text (Rust: models/host.py Note [Tokenizing on the host]). Each is
-charged, from the host model's constants, where the call starts: through
+charged, from the host model's constants, where the call starts (a tokenizer's as it returns, its tokens known): through
 PyTorch's own global hook where there is one that costs nothing more (optimizer step pre-hooks), through a thin
 wrapper otherwise (module calls: `Module._call_impl`, runtime/module_calls.py Note [Module calls on torch's fast
 path]). Deterministic: a constant per call (per parameter for `zero_grad`, per character and token for a tokenizer),
