@@ -8,9 +8,10 @@ its steady steps.
 
 Profiling starts when the program's K-th optimizer step returns (default 4: PyTorch's global optimizer step hooks, which
 every framework's optimizer reaches through the torch optimizer it wraps; an optimizer stepping others is one step) and
-ends with the program; `OUT.rank<R>.json` says how many optimizer steps it saw, so the statistics are per step. cProfile follows only the thread that started
-it, and the autograd engine runs a CUDA backward pass (with the program's hooks in it) on a thread of its own: so the
-engine's multithreading is off here and the backward runs on the calling thread. Timings are cProfile's, its own
+ends with the program; `OUT.rank<R>.json` says how many optimizer steps it saw, so the statistics are per step.
+cProfile follows only the thread that started it, and the autograd engine runs a CUDA backward pass (with the
+program's hooks in it) on a thread of its own: so the engine's multithreading is off here and the backward runs on the
+calling thread. Timings are cProfile's, its own
 cost in them: the JSON also holds what a profiled call of an empty Python function costs on this machine, profiled and
 not, to correct for it, and the host's speed during the profiled steps: after each optimizer step from the K-th on,
 the profiler pauses for a fixed pure-Python loop (benchmarks/workloads/timeline.py, `python_loop_probe_us`), the
