@@ -25,18 +25,30 @@ from pathlib import Path
 
 from benchmarks.common.paths import BENCHMARKS, REPO
 from benchmarks.e2e import groundtruth
+from benchmarks.e2e.report import load_split
 
 CONFIGS = BENCHMARKS / "e2e" / "configs.json"
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 
 
-def measured(config: dict) -> dict:
-    """The measurement to compare with: the dev set's where the config is one of it, else ours."""
+def measured(config: dict, gpu: str = "h200") -> dict:
+    """The measurement to compare with: on the H200 the dev set's where the config is one of it, else ours; on
+    another GPU model the run that `benchmarks/e2e/split.toml` names for it (the script's own JSON line)."""
+    if gpu != GPU:
+        found = other_gpu_run(config, gpu)
+        return {"step_ms": 1e3 * found["step_s_median"], "max_mem_reserved_gib": found["max_mem_reserved_gib"],
+                "max_mem_allocated_gib": found["max_mem_alloc_gib"]}
     if config["reference"] == "dev_set":
         return config["dev_set"]
     m = config["measured"]
     return {"step_ms": m["step_ms"]["median"], "max_mem_reserved_gib": m["max_mem_reserved_gib"],
             "max_mem_allocated_gib": m["max_mem_allocated_gib"]}
+
+
+def other_gpu_run(config: dict, gpu: str) -> dict:
+    """The JSON line of the run on `gpu` that split.toml names as this configuration's source."""
+    source = REPO / load_split()[(config["name"], gpu)]["source"]
+    return result_line(config, source.read_text())
 
 
 def ground_truth_steps(config: dict) -> int:
@@ -64,15 +76,15 @@ def skip_reason(config: dict, have_torchrun: bool) -> str | None:
 
 
 GPU = "h200"
-"""The GPU the fitting set's configurations ran on and are simulated on; each row names it (split.toml lists a
-configuration per GPU: llama_l1b_ac_1gpu is also the H100's)."""
+"""The GPU the fitting set's configurations ran on and are simulated on by default; each row names its GPU. `--gpu`
+simulates those split.toml lists for another GPU model (llama_l1b_ac_1gpu is also the H100's), against that run."""
 GROUND_TRUTH_HOSTS = ("--host-contention", "h200-vm")
 """The hosts the ground truth ran on: the lent H200 VMs, whose CPUs are contended (models/host_contention.py)."""
 
 
-def phantora_command(config: dict, out: str, steps: int, extra: list[str]) -> list[str]:
+def phantora_command(config: dict, out: str, steps: int, extra: list[str], gpu: str = GPU) -> list[str]:
     launch, args = config["launch"], [*config["args"], config["steps_flag"], str(steps)]
-    head = ["--gpu", GPU, "--out", out, *GROUND_TRUTH_HOSTS, *extra]
+    head = ["--gpu", gpu, "--out", out, *GROUND_TRUTH_HOSTS, *extra]
     if config["world"] == 1:
         return [*PHANTORA, "run", *head, "--", *launch, *args]
     assert launch[0] == "torchrun", launch
@@ -97,10 +109,10 @@ def ensure_torchtitan_data(config: dict) -> None:
                         f"{groundtruth.TT_DATA}/data.json"], check=True)
 
 
-def run_config(config: dict, *, steps: int, extra: list[str]) -> dict:
+def run_config(config: dict, *, steps: int, extra: list[str], gpu: str = GPU) -> dict:
     ensure_torchtitan_data(config)
     with tempfile.TemporaryDirectory() as out:
-        command = phantora_command(config, out, steps, extra)
+        command = phantora_command(config, out, steps, extra, gpu)
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         wall = time.monotonic() - started
@@ -123,6 +135,8 @@ def main() -> int:
     parser.add_argument("--no-power-cap", action="store_true", help="GPUs never slowed by their power limit")
     parser.add_argument("--all", action="store_true", help="also multi-GPU configs (phantora torchrun)")
     parser.add_argument("--only", default="", help="comma-separated config names (any world size)")
+    parser.add_argument("--gpu", default=GPU, help="the GPU model: another than the H200 runs the configurations "
+                                                  "split.toml lists for it, against their runs there")
     parser.add_argument("--json", type=Path, help="also write the rows here, rewritten after every config")
     parser.add_argument("--rescore", type=Path, nargs="+", metavar="ROWS",
                         help="run nothing: print the table for rows written by --json earlier, against the "
@@ -134,6 +148,9 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     configs = ([c for c in doc["configs"] if c["name"] in only] if only
                else [c for c in doc["configs"] if args.all or c["world"] == 1])
+    if args.gpu != GPU:
+        listed = {name for name, gpu in load_split() if gpu == args.gpu}
+        configs = [c for c in configs if c["name"] in listed]
     extra = ["--no-kernel-db"] * args.no_kernel_db + ["--no-power-cap"] * args.no_power_cap
     have_torchrun = any(c["world"] > 1 for c in configs) and torchrun_available()
     rows, failed = [], []
@@ -144,17 +161,17 @@ def main() -> int:
             continue
         try:
             steps = args.steps or ground_truth_steps(config)
-            run = run_config(config, steps=steps, extra=extra)
+            run = run_config(config, steps=steps, extra=extra, gpu=args.gpu)
         except (RuntimeError, StopIteration) as error:  # one failed config is reported, the others go on
             lines = [line for line in str(error).splitlines() if line.strip()] or [repr(error)]
             print(f"{config['name']}: FAILED: {lines[0]} ... {lines[-1]}", flush=True)
             failed.append(config["name"])
             continue
-        r, m = run["result"], measured(config)
+        r, m = run["result"], measured(config, args.gpu)
         rows.append({
             "name": config["name"],
-            "gpu": GPU,
-            "spread_ms": spread(config),
+            "gpu": args.gpu,
+            "spread_ms": spread(config) if args.gpu == GPU else (float("nan"), float("nan")),
             "step_ms": (m["step_ms"], 1e3 * r["step_s_median"]),
             "reserved_gib": (m["max_mem_reserved_gib"], r["max_mem_reserved_gib"]),
             "allocated_gib": (m["max_mem_allocated_gib"], r.get("max_mem_alloc_gib")),

@@ -170,3 +170,17 @@ def test_framework_rows_are_summarised_per_framework_and_gpu():
     assert lines == ["DeepSpeed (h200, 2): mean 7.0 %, max 10.0 %", "TorchTitan (h200, 0): none"]
     shipped = report.frameworks_by_config()
     assert shipped["deepspeed_zero3_llama1b_4gpu"] == "DeepSpeed" and shipped["torchtitan_llama3_8b_hsdp2x2"] == "TorchTitan"
+
+
+def test_a_fitting_configuration_on_another_gpu_is_scored_against_its_run_there():
+    """benchmarks/e2e/accuracy.py --gpu h100: the H100's llama_l1b_ac_1gpu is the run split.toml names, not the
+    H200's measurement."""
+    from benchmarks.e2e import accuracy
+
+    config = next(c for c in json.loads(accuracy.CONFIGS.read_text())["configs"] if c["name"] == "llama_l1b_ac_1gpu")
+    source = accuracy.REPO / report.load_split()[("llama_l1b_ac_1gpu", "h100")]["source"]
+    line = json.loads(source.read_text().strip().splitlines()[-1])
+    on_h100 = accuracy.measured(config, "h100")
+    assert on_h100["step_ms"] == pytest.approx(1e3 * line["step_s_median"])
+    assert on_h100["max_mem_reserved_gib"] == line["max_mem_reserved_gib"]
+    assert on_h100["step_ms"] != accuracy.measured(config)["step_ms"]
