@@ -1,5 +1,6 @@
 """The host model's terms beyond ops, charged by the runtime (models/host.py, runtime/python_costs.py)."""
 
+import pytest
 from conftest import SCRIPTS
 
 from phantora.specs import load_profile
@@ -62,6 +63,20 @@ def test_a_tokenizer_costs_the_characters_it_reads_and_the_tokens_it_returns(pha
     assert took["tokenize_pair"] == C.tokenize_char_ns * (chars + short) + C.tokenize_token_ns * took["pair_tokens"]
     assert took["tokenize_batch"] == (C.tokenize_char_ns * (chars + short)
                                       + C.tokenize_token_ns * (took["text_tokens"] + took["short_tokens"]))
+
+
+def test_the_summary_says_what_the_host_model_charged_by_term(phantora):
+    """summary.json `host_work_s_by_term` and the console's "host work": each charge counted to its term."""
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took, work = run.tagged_json("HOST"), run.summary["host_work_s_by_term"]
+    # the probe's 100 Identity calls and 100 nests of 5, besides the setup's module calls
+    assert work["module calls"] * 1e9 >= took["modules"] + took["nested_modules"]
+    assert work["tokenizer"] * 1e9 >= took["tokenize"] + took["tokenize_pair"] + took["tokenize_batch"]
+    assert work["data loader"] * 1e9 == pytest.approx(C.dataloader_next_ns)  # one batch fetched
+    assert {"ops", "optimizer", "autograd nodes", "host tensor ops", "syncs"} <= work.keys()
+    assert list(work.values()) == sorted(work.values(), reverse=True)
+    assert "host work" in run.stdout + run.stderr
 
 
 def test_a_priced_librarys_python_costs_its_measured_price(phantora):

@@ -88,6 +88,15 @@ def _compile_row(c: dict[str, Any]) -> str:
     return text
 
 
+def _host_work(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds of host time the host model charged a rank, by its term, the mean over the ranks that reported, the
+    largest first (runtime/session.py `OpStats.host_ns_by_term`)."""
+    if not results:
+        return {}
+    total = _counter(results, "host_ns_by_term")
+    return {term: ns / len(results) / NS_PER_S for term, ns in total.items()}
+
+
 def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
     total: Counter = Counter()
     for r in results:
@@ -194,6 +203,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "launcher_peak_rss_gib": launcher_peak_rss_bytes / GiB,
         "simulator_records": records,
         "host_time": _host_time(host_time, host_time_scale, host_contention, reported),
+        "host_work_s_by_term": _host_work(reported),
         "power_cap": _power_cap(coordinator, ran),
         "per_rank": rows,
     }
@@ -280,6 +290,10 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         hosts = "dedicated hosts" if host.get("contention") == "none" else "hosts contended as the H200 VMs'"
         rows.append(("host time", "host model (deterministic)" + (f", constants x{scale:g}" if scale != 1.0 else "")
                      + f", {hosts}"))
+    work = list((s.get("host_work_s_by_term") or {}).items())[:6]
+    if work:
+        per = " per rank" if world > 1 else ""
+        rows.append(("host work", ", ".join(f"{term} {1e3 * t:.1f} ms" for term, t in work) + per))
     power = s.get("power_cap")
     if power is not None and s["simulated_time_s"] > 0:
         per = " per rank" if world > 1 else ""

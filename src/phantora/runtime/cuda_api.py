@@ -178,7 +178,7 @@ def _make_stream_classes(api: CudaApi):
 
         def query(self) -> bool:
             with session.lock:
-                session.host_work(session.host.query_ns())
+                session.host_work(session.host.query_ns(), "queries")
                 done = link.query("stream", stream_id=session.stream_id(self.key)) is not None
                 if done:
                     session.stream_reached(self.key)
@@ -230,7 +230,7 @@ def _make_stream_classes(api: CudaApi):
             if self.event_id is None:
                 return True
             with session.lock:
-                session.host_work(session.host.query_ns())
+                session.host_work(session.host.query_ns(), "queries")
                 done = link.query("event", event_id=self.event_id) is not None
                 if done:
                     self._reached()
@@ -283,7 +283,7 @@ def _install_native_events(api: CudaApi) -> list:
     def event_done(event_id: int, query: int) -> int:
         with session.lock:
             if query:
-                session.host_work(session.host.query_ns())
+                session.host_work(session.host.query_ns(), "queries")
                 return int(link.query("event", event_id=event_id) is not None)
             link.sync("event", event_id=event_id)
             return 1
@@ -293,7 +293,7 @@ def _install_native_events(api: CudaApi) -> list:
             session.synchronize_device(device)
         elif query:
             with session.lock:
-                session.host_work(session.host.query_ns())
+                session.host_work(session.host.query_ns(), "queries")
                 return int(link.query("stream", stream_id=session.stream_id((device, stream))) is not None)
         else:
             session.synchronize_stream((device, stream))

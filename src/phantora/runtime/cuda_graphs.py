@@ -49,7 +49,7 @@ class GraphCapture:
 
 def replay(session: Session, kernels: tuple[CostedOp, ...], stream: StreamKey) -> None:
     """One graph launch: the host pays one launch, the kernels go on `stream` in order."""
-    session.host_work(session.host.c.launch_ns)
+    session.host_work(session.host.c.launch_ns, "compiled graphs")
     for costed in kernels:
         session.launch_costed(costed, stream, charge_host=False)
 

@@ -325,7 +325,7 @@ class KernelRecorder:
             return False
         if node is not self._local.node:
             self._local.node = node
-            self.session.host_work(self.session.host.autograd_node_ns())
+            self.session.host_work(self.session.host.autograd_node_ns(), "autograd nodes")
         return issued_by_engine(node)
 
     def before_kernel(self, inputs: list[torch.Tensor], written: Any = ()) -> None:

@@ -173,7 +173,7 @@ class NcclWork(dist.Work):
 
     def is_completed(self) -> bool:
         with self._session.lock:
-            self._session.host_work(self._session.host.query_ns())
+            self._session.host_work(self._session.host.query_ns(), "queries")
             return self._session.link.query("event", event_id=self._event_id) is not None
 
     def is_success(self) -> bool:
@@ -347,7 +347,7 @@ class SimulatedNcclGroup(dist.ProcessGroup):
             collective_values.exchange(self._store, f"phantora/values/{tag}/{seq}", self.rank(), contributors,
                                        inp, result, combine, read_from=[self._stand_in(r) for r in contributors])
         with session.lock:
-            session.host_work(session.host.collective_ns())
+            session.host_work(session.host.collective_ns(), "collective calls")
             if self._coalesced is not None:  # the stream is chosen when the group ends
                 self._coalesced.append(CollectiveRecord(0, session.link.host_ns, tuple(group), seq, op, size_bytes,
                                                         root, tag))

@@ -313,7 +313,7 @@ class PlannedGraph:
                        if t.fake_device.type == "cuda"), None)
         if device is not None:
             session = self.recorder.session
-            session.host_work(session.host.compiled_call_ns(len(tensors)))
+            session.host_work(session.host.compiled_call_ns(len(tensors)), "compiled graphs")
             copies = [args[i] for i in self.graphed_copies or () if isinstance(args[i], FakeTensor)]
             self._replay(device, tensors, results, copies)
         args.clear()
@@ -332,7 +332,7 @@ class PlannedGraph:
         recorder.before_kernel(inputs, written=inputs)  # a compiled graph may write its inputs
         graphed = self.graphed_copies is not None
         if graphed:  # one graph launch; the copies into its static inputs are kernels of their own
-            session.host_work(session.host.c.launch_ns)
+            session.host_work(session.host.c.launch_ns, "compiled graphs")
             for tensor in copies:
                 session.launch_costed(session.cost(make_op_call(aten.copy_.default, (tensor, tensor), {}, [tensor])),
                                       stream, charge_host=False)
@@ -377,7 +377,8 @@ class EagerGraph:
 
     def __call__(self, args: list) -> list:
         eager_fallback(self.session, self.why)
-        self.session.host_work(self.session.host.compiled_call_ns(sum(isinstance(a, torch.Tensor) for a in args)))
+        self.session.host_work(self.session.host.compiled_call_ns(sum(isinstance(a, torch.Tensor) for a in args)),
+                                "compiled graphs")
         results = self.eager.forward(*args)  # as compiled code runs it: no nn.Module call
         args.clear()
         return list(results) if isinstance(results, (list, tuple)) else [results]

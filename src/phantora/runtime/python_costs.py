@@ -42,29 +42,34 @@ def install_python_costs(session: Session) -> None:
 
     host = session.host
 
-    def charge(ns: int) -> None:
-        if not forked_from_rank():
-            session.host_work(ns)
+    def charge_as(term: str) -> Callable[[int], None]:
+        def charge(ns: int) -> None:
+            if not forked_from_rank():
+                session.host_work(ns, term)
+        return charge
 
-    charge_module_calls(lambda: charge(host.module_call_ns()))
-    optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: charge(host.optimizer_step_ns()))
+    module_call, optimizer_python = charge_as("module calls"), charge_as("optimizer")
+    charge_module_calls(lambda: module_call(host.module_call_ns()))
+    optimizer.register_optimizer_step_pre_hook(lambda opt, args, kwargs: optimizer_python(host.optimizer_step_ns()))
     _charge_before(torch.optim.Optimizer, "zero_grad",
-                   lambda opt: charge(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))
+                   lambda opt: optimizer_python(host.zero_grad_ns(sum(len(g["params"]) for g in opt.param_groups))))
     _charge_before(torch.nn.Module, "zero_grad",
-                   lambda mod: charge(host.zero_grad_ns(sum(1 for _ in mod.parameters()))))
-    _charge_before(clip_grad, "_get_total_norm", lambda *args: charge(host.grad_norm_ns()))
+                   lambda mod: optimizer_python(host.zero_grad_ns(sum(1 for _ in mod.parameters()))))
+    _charge_before(clip_grad, "_get_total_norm", lambda *args: optimizer_python(host.grad_norm_ns()))
     def next_batch(it) -> None:
         if not forked_from_rank():
-            session.host_work(host.dataloader_next_ns())
+            session.host_work(host.dataloader_next_ns(), "data loader")
             session.thread_steal_ns(host.dataloader_contention_ns())
 
     _charge_before(dataloader._BaseDataLoaderIter, "__next__", next_batch)
-    after_import("tokenizers", lambda module: _charge_encoders(module.Tokenizer, host, charge))
-    _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda name: charge(host.functional_collective_ns(name)))
+    after_import("tokenizers", lambda module: _charge_encoders(module.Tokenizer, host, charge_as("tokenizer")))
+    collective = charge_as("collective calls")
+    _charge_outermost(fc, FUNCTIONAL_COLLECTIVES, lambda name: collective(host.functional_collective_ns(name)))
+    library = charge_as("torch library calls")
     for name in host.library_calls():
         owner = _library_owner(name)
         if owner is not None:  # a torch without this library (or this version of it) never calls it
-            _charge_before(owner, name.rpartition(".")[2], _library_charge(host, name, charge))
+            _charge_before(owner, name.rpartition(".")[2], _library_charge(host, name, library))
 
 
 _encoding = threading.local()

@@ -15,6 +15,7 @@ remove the charge from `builtins` while finalizers still run.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib.machinery
 import os
 import re
@@ -67,7 +68,7 @@ def install_python_prices(session: Session) -> PricedImports | None:
         return None
     scale = session.config.host_time_scale
     price = pricer(prices.scaled(scale) if scale != 1.0 else prices)
-    _install_charge(session.host_work)
+    _install_charge(functools.partial(session.host_work, term="library Python"))
     priced = PricedImports(frozenset(prices.libraries), price)
     sys.meta_path.insert(0, priced)
     for module in [module for name, module in sys.modules.items() if name.partition(".")[0] in priced.libraries]:

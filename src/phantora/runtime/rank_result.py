@@ -47,6 +47,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "flops": stats.flops,
         "bytes_moved": stats.bytes_moved,
         "kernel_ns_by_class": dict(stats.kernel_ns_by_class),
+        "host_ns_by_term": dict(stats.host_ns_by_term),
         "kernel_sources": dict(stats.kernel_sources),
         "generic_ops": dict(stats.generic_ops),
         "placeholders": dict(stats.placeholders),

@@ -49,6 +49,8 @@ class OpStats:
     flops: float = 0.0
     bytes_moved: float = 0.0
     kernel_ns_by_class: collections.Counter = field(default_factory=collections.Counter)
+    host_ns_by_term: collections.Counter = field(default_factory=collections.Counter)
+    """Host time the host model charged, by its term, at this rank's host speed (the summary's host work)."""
     subclass_ops: int = 0
     """Ops dispatched by a tensor subclass (DTensor) before its local ops."""
     subclass_backward_ops: int = 0
@@ -154,10 +156,11 @@ class Session:
     def now_ns(self) -> int:
         return self.link.host_ns
 
-    def host_work(self, duration_ns: int) -> None:
-        """The host CPU works for `duration_ns` (a host-model cost: this rank's host speed applies)."""
+    def host_work(self, duration_ns: int, term: str = "other") -> None:
+        """The host CPU works for `duration_ns` (a host-model cost: this rank's host speed applies), counted to the
+        host model's `term` in the summary."""
         with self.lock:
-            self._charge(duration_ns)
+            self._charge(duration_ns, term)
 
     def host_wait(self, duration_ns: int) -> None:
         """The program sleeps for `duration_ns` (no CPU work: the host's speed does not apply; the summary keeps
@@ -165,10 +168,12 @@ class Session:
         with self.lock:
             self.link.sleep(duration_ns)
 
-    def _charge(self, cost_ns: int) -> None:
-        """Advance the host clock by a host-model cost, at this rank's host speed."""
+    def _charge(self, cost_ns: int, term: str) -> None:
+        """Advance the host clock by a host-model cost, at this rank's host speed, and count it to `term`."""
         link = self.link
-        link.advance_host(round(cost_ns * self.host_speed.factor(link.host_ns)))
+        ns = round(cost_ns * self.host_speed.factor(link.host_ns))
+        self.stats.host_ns_by_term[term] += ns
+        link.advance_host(ns)
 
     def subclass_op(self, tensors: int, *, backward: bool = False) -> None:
         """A tensor subclass (DTensor) dispatches an op with `tensors` subclass arguments itself;
@@ -176,7 +181,7 @@ class Session:
         with self.lock:
             self.stats.subclass_ops += 1
             self.stats.subclass_backward_ops += backward
-            self._charge(self.host.subclass_op_ns(tensors, backward=backward))
+            self._charge(self.host.subclass_op_ns(tensors, backward=backward), "tensor subclass ops")
 
     def async_collective_op(self, outputs: int, mapped: bool) -> None:
         """A functional collective's result dispatches an op itself, wrapping `outputs` outputs (a view op's;
@@ -184,7 +189,7 @@ class Session:
         with self.lock:
             self.stats.subclass_ops += 1
             self.stats.async_collective_ops += 1
-            self._charge(self.host.async_collective_op_ns(outputs, mapped=mapped))
+            self._charge(self.host.async_collective_op_ns(outputs, mapped=mapped), "tensor subclass ops")
 
     def thread_steal_ns(self, duration_ns: int) -> None:
         """CPU time another thread of the program takes from the one issuing ops (a DataLoader's
@@ -252,7 +257,7 @@ class Session:
                     host_ns = self._with_contention(host_ns)
                 if costed.gemm_problem is not None:
                     host_ns += self._gemm_select_ns(costed)
-                self._charge(host_ns)
+                self._charge(host_ns, "ops")
             if self.graph_capture is not None and self.graph_capture.capture(costed, stream):
                 return
             stream_id = self._stream_ids.get(stream)
@@ -327,7 +332,7 @@ class Session:
         """An op that launches no kernel (a view, an allocation): only host time."""
         with self.lock:
             self.stats.host_only_ops += 1
-            self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name))
+            self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name), "ops")
 
     def host_tensor_op(self, moved_bytes: int, new_outputs: list[int]) -> None:
         """An op on CPU tensors read and wrote `moved_bytes`, allocating `new_outputs` (their sizes): host time only
@@ -339,7 +344,7 @@ class Session:
             return
         cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
         if cost:
-            self.host_work(cost)
+            self.host_work(cost, "host tensor ops")
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
@@ -364,13 +369,13 @@ class Session:
             else:  # the coordinator sees one device per rank: wait for this device's streams one by one
                 for key in sorted(k for k in self._stream_ids if k[0] == device):
                     self.link.sync("stream", stream_id=encode_stream(*key))
-            self._charge(self.host.sync_ns())
+            self._charge(self.host.sync_ns(), "syncs")
             self.allocators[device].synchronize()
 
     def synchronize_stream(self, stream: StreamKey) -> None:
         with self.lock:
             self.wait_for_stream(stream)
-            self._charge(self.host.sync_ns())
+            self._charge(self.host.sync_ns(), "syncs")
 
     def wait_for_stream(self, stream: StreamKey) -> None:
         """The host blocks until `stream`'s work so far is done (a blocking copy or `.item()`)."""

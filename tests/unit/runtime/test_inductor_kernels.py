@@ -44,7 +44,7 @@ class _Session:
         self.host_ns = 0
         self.launched = []
 
-    def host_work(self, ns):
+    def host_work(self, ns, term="other"):
         self.host_ns += ns
 
     def launch_costed(self, costed, stream, *, charge_host=True):
