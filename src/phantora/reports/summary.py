@@ -91,10 +91,11 @@ def _compile_row(c: dict[str, Any]) -> str:
 def _host_work(results: list[dict[str, Any]]) -> dict[str, float]:
     """Seconds of host time the host model charged a rank, by its term, the mean over the ranks that reported, the
     largest first (runtime/session.py `OpStats.host_ns_by_term`)."""
-    if not results:
+    counted = [r for r in results if isinstance(r.get("host_ns_by_term"), dict)]  # not a killed rank's
+    if not counted:
         return {}
-    total = _counter(results, "host_ns_by_term")
-    return {term: ns / len(results) / NS_PER_S for term, ns in total.items()}
+    total = _counter(counted, "host_ns_by_term")
+    return {term: ns / len(counted) / NS_PER_S for term, ns in total.items()}
 
 
 def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
