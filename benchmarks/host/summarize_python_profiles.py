@@ -20,6 +20,7 @@ the calibration's cost per call (an empty function's, received and made).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pstats
 import re
@@ -151,11 +152,16 @@ def summarize(profile: Profile) -> tuple[dict[str, Library], list[tuple[str, flo
     return dict(libraries), functions
 
 
+@functools.cache
+def profiled_configs() -> dict[str, dict]:
+    """benchmarks/host/python_profiles.json's configurations by name (read once)."""
+    return {c["name"]: c for c in json.loads((BENCHMARKS / "host" / "python_profiles.json").read_text())["configs"]}
+
+
 def step_ms(log: Path) -> float | None:
     """The program's own median step time from its log `<name>[.profiled].log`, as the framework accuracy benchmark
     reads it (TorchTitan's from its per-step lines, which its configuration's batch and sequence turn into time)."""
-    configs = json.loads((BENCHMARKS / "host" / "python_profiles.json").read_text())["configs"]
-    config = next((c for c in configs if c["name"] == log.name.split(".")[0]), {})
+    config = profiled_configs().get(log.name.split(".")[0], {})
     found = parse_result(log.read_text(errors="replace"), config)
     return found and found["step_s"] * 1e3
 

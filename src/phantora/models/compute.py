@@ -48,7 +48,8 @@ from torch.utils.flop_counter import flop_registry
 
 from phantora.models.gpu import GpuSpec
 from phantora.models.opcall import loose_signature, loosen, signature
-from phantora.models.ops import KernelClass, KernelEstimate, OpCall, TensorMeta, is_contiguous, tensors_in
+from phantora.models.ops import (KernelClass, KernelEstimate, OpCall, TensorMeta, contiguous_strides, is_contiguous,
+                                 tensors_in)
 
 DTYPE_BYTES: dict[str, int] = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
@@ -713,15 +714,6 @@ def norm_weight_grad(op: OpCall, sm_count: int) -> NormWeightGrad | None:
 # (benchmarks/kernels/fit.py `fit_norms`; the backward's weight gradient: Note [Norm backward's weight gradient]).
 # The CUDA implementations take their operands `expect_contiguous()`: a strided input (DeepSeek-V3 normalizes the
 # first 512 of 576 columns) is copied first, a strided copy costed as such (42 µs beside the norm's 30 there).
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The strides of a row-major tensor of `shape`."""
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return tuple(reversed(strides))
 
 
 def norm_rows(op: OpCall) -> int:

@@ -66,6 +66,15 @@ def tensors_in(value: Any) -> list[TensorMeta]:
     return found
 
 
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a row-major tensor of `shape`, as PyTorch gives them (an empty dimension counts as 1)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 def is_contiguous(t: TensorMeta) -> bool:
     """Whether the tensor is laid out row-major without gaps (size-1 dimensions may have any stride)."""
     expected = 1

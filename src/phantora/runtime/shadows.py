@@ -46,6 +46,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from phantora.models.ops import contiguous_strides
+
 MAX_SHADOW_BYTES = 1 << 16
 """Largest host-to-device copy that keeps a shadow."""
 MAX_COMPUTED_SHADOW_BYTES = 1 << 20
@@ -83,20 +85,12 @@ def _view(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype)
 
 
-def _contiguous_strides(shape: tuple) -> tuple:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 def _offset_inside(view: tuple, numel: int, target: tuple) -> int | None:
     """Where the view `target` (`_view` of a tensor) starts inside the contiguous `view` holding `numel`
     elements, if it reads only elements of it."""
     shape, stride, offset, dtype = view
     t_shape, t_stride, t_offset, t_dtype = target
-    if dtype != t_dtype or tuple(stride) != _contiguous_strides(shape):
+    if dtype != t_dtype or tuple(stride) != contiguous_strides(shape):
         return None
     first = t_offset - offset
     last = first + sum((n - 1) * s for n, s in zip(t_shape, t_stride) if n > 0)
