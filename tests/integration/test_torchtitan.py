@@ -32,6 +32,16 @@ def dataset(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def even_dataset(dataset, tmp_path_factory):
+    """The stand-in's first document, repeated: every data-parallel rank reads the same text, so each tokenizes
+    as much as the others (models/host.py Note [Tokenizing on the host]) and no rank's host lags for its data."""
+    folder = tmp_path_factory.mktemp("c4_even")
+    first = (dataset / "data.json").read_text().splitlines()[0]
+    (folder / "data.json").write_text((first + "\n") * 400)
+    return folder
+
+
 @pytest.fixture
 def titan(torchrun, dataset, tmp_path):
     """`phantora torchrun --nproc-per-node N -m torchtitan.train --job.config_file CONFIG FLAGS`, on small steps."""
@@ -148,14 +158,16 @@ def test_pipeline_parallel_llama3_8b(titan):
 
 
 @pytest.mark.slow
-def test_fsdp_over_two_nodes_runs_one_representative_rank(torchrun, dataset, tmp_path):
+def test_fsdp_over_two_nodes_runs_one_representative_rank(torchrun, even_dataset, tmp_path):
     """TorchTitan builds the mesh dimensions it never communicates over (pp, cp, tp of degree 1) on torch's fake
     backend, which exchanges nothing: one process stands for all four ranks (protocol/symmetry.py Note
-    [Representative ranks]), and rank 0 logs what it logs when every rank runs."""
+    [Representative ranks]), and rank 0 logs what it logs when every rank runs. The ranks read even data: a
+    mirror is taken to tokenize what its representative tokenizes."""
     def two_nodes(*ranks: str):
         return torchrun(2, "--nnodes", "2", "--host-contention", "none", *ranks, "-m", "torchtitan.train",
                         "--job.config_file", str(LLAMA3), "--job.dump_folder", str(tmp_path / "dump"),
-                        "--training.dataset_path", str(dataset), *SMALL, "--parallelism.data_parallel_shard_degree",
+                        "--training.dataset_path", str(even_dataset), *SMALL,
+                        "--parallelism.data_parallel_shard_degree",
                         "4")
     auto, every = two_nodes(), two_nodes("--ranks", "all")
     assert auto.code == 0, auto.stderr[-4000:]

@@ -31,7 +31,8 @@ that it crosses NVLink, NICs and leaves as its group does; a path across spines 
 What the folding cannot see, and what the program must therefore not do for its answer to be the answer
 of the whole job: give mirrors different shapes or a different program than their representative (uneven
 data, a pipeline stage or an expert count chosen from the rank rather than from a process group), or
-branch on the values another rank contributes (a mirror's contribution is its representative's).
+branch on the values another rank contributes (a mirror's contribution is its representative's). Host work
+that depends on a rank's own data (tokenizing its text) is charged to a mirror as its representative's.
 """
 
 from __future__ import annotations
