@@ -1,8 +1,10 @@
 """torch.compile and CUDA graphs end to end (runtime/compile.py, runtime/inductor.py, runtime/cuda_graphs.py)."""
 
+import json
+
 import pytest
 
-from conftest import SCRIPTS
+from conftest import REPO, SCRIPTS
 
 from phantora.specs import load_profile
 
@@ -42,6 +44,17 @@ def test_reduce_overhead_replays_each_graph_with_one_launch(phantora):
     assert graphed.code == 0, graphed.stderr
     assert graphed.tagged_json("COMPILE")["step_s"] < default.tagged_json("COMPILE")["step_s"]
     assert graphed.summary["kernels"] >= default.summary["kernels"]  # the same kernels, and the input copies
+
+
+def test_compiled_graphs_take_the_memory_inductors_code_takes(phantora):
+    """runtime/inductor.py Note [Inductor's memory in a plan]: a kernel writing over a buffer at its last use takes
+    no block of its own, and a backward graph frees each saved activation at its last use; the numbers are a real
+    H200's (data/h200/memory/compiled_graphs/)."""
+    run = phantora(str(REPO / "benchmarks" / "memory" / "compiled_graph_memory.py"))
+    assert run.code == 0, run.stderr
+    measured = json.loads((REPO / "data" / "h200" / "memory" / "compiled_graphs" / "result.json").read_text())
+    assert run.tagged_json("MEMORY") == measured
+    assert run.summary["compile"]["eager_regions"] == {}
 
 
 def test_a_cuda_graph_replay_costs_one_launch(phantora):
