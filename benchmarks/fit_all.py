@@ -59,6 +59,8 @@ FITS = (
     Fit("host_collective_calls", "benchmarks.host.fit_collective_calls", ("host/python_profiles", "e2e/timelines")),
     Fit("host_cpu_tensor_ops", "benchmarks.host.fit_cpu_tensor_ops", ("host/cpu_tensor_ops", "e2e/timelines")),
     Fit("host_tokenizer", "benchmarks.host.fit_tokenizer", ("host/tokenizer", "e2e/timelines")),
+    Fit("host_tensor_from_python", "benchmarks.host.fit_tensor_from_python",
+        ("host/tensor_from_python", "e2e/timelines")),
     Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),

@@ -20,8 +20,8 @@ def test_module_optimizer_clip_loader_and_backward_costs(phantora):
     assert took["global_module_hooks"] == 0  # every module call stays on torch's fast path
     assert took["zero_grad"] == C.zero_grad_ns + 3 * C.zero_grad_per_param_ns
     assert took["optimizer_step"] == C.optimizer_step_ns
-    assert took["clip"] == C.grad_norm_ns
-    assert took["next"] == C.dataloader_next_ns
+    assert took["clip"] == C.grad_norm_ns + C.python_element_ns  # no gradients: `torch.tensor(0.0)`, one element
+    assert took["next"] == C.dataloader_next_ns + 2 * C.python_element_ns  # collate: `torch.tensor` of two ints
     # the loader's contention is paid by the ops issued next, each at most doubled
     assert took["adds_after_next"] == 100 * add + min(C.dataloader_contention_ns, 100 * add)
     # backward of sin(x).sum(): the grad seed (ones_like, from Python), then three nodes run by the
@@ -50,6 +50,17 @@ def test_tensor_ops_on_the_host_cost_the_bytes_they_move(phantora):
     assert took["stack_tokens"] == moved(2 * tokens) + moved(4 * tokens)
     assert took["pin_masks"] == moved(2 * mask)
     assert took["view_tokens"] == 0
+
+
+def test_a_tensor_built_from_python_data_costs_its_elements(phantora):
+    """models/host.py Note [Tensors from Python data]: a typed constructor and `torch.tensor` of nested lists pay per
+    element stored; a tensor sharing a numpy array's memory stored nothing."""
+    run = phantora(str(SCRIPTS / "host_costs_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("HOST")
+    assert took["sample_ids"] == 4097 * C.python_element_ns > 0
+    assert took["batch_ids"] == 2 * 2048 * C.python_element_ns
+    assert took["numpy_ids"] == 0
 
 
 def test_a_tokenizer_costs_the_characters_it_reads_and_the_tokens_it_returns(phantora):

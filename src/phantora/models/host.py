@@ -44,6 +44,17 @@ thread pays (runtime/session.py `host_tensor_op`): DataLoader workers collate in
 pin-memory thread pins beside the training loop. The rate is a copy's:
 an op that computes more than it moves (a causal mask's `tril` on bools, 7-13x slower) is under-charged.
 
+Note [Tensors from Python data]
+`torch.tensor(list)`, `torch.as_tensor(list)` and the typed constructors (`torch.LongTensor(list)`) walk the Python
+sequence in C++ and store each element into a new CPU tensor; op interception sees one op (`lift_fresh`) however
+long the list, so that op pays `python_element_ns` per element of a tensor whose storage torch allocated (one that
+shares a numpy array's memory, `torch.from_numpy` or `torch.as_tensor(ndarray)`, stored nothing, and
+`torch.tensor(ndarray)` copies it in an op of its own). A data pipeline does this for every sample or batch it
+tokenizes and pads: TorchTitan's text dataset a `torch.LongTensor` of each sample's token ids, Hugging Face's
+`BatchEncoding` a `torch.tensor` of each padded batch. The constant is the storing pass (67 ns an element of a
+4097-int list on an uncontended H200 host); `torch.tensor` without a dtype first infers one in a pass of its own,
+about as long again, which is not charged (the op does not say whether a dtype was inferred).
+
 Note [Tokenizing on the host]
 A data pipeline that tokenizes as it trains does so on the rank's main thread between steps, while the GPU waits
 for the next batch: TorchTitan's text datasets encode each document as they fill a sample (an H200 host spent 10-38
@@ -208,6 +219,9 @@ class HostConstants:
     regex and byte mapping (Note [Tokenizing on the host]; benchmarks/host/fit_tokenizer.py)."""
     tokenize_token_ns: int = 159
     """... and per token it returns: the model's word lookups and merges, the encoding's ids, offsets and masks."""
+    python_element_ns: int = 80
+    """Per element of Python data stored into a new CPU tensor (`torch.tensor(list)`, `torch.LongTensor(list)`):
+    Note [Tensors from Python data] (benchmarks/host/fit_tensor_from_python.py)."""
 
     def scaled(self, factor: float) -> "HostConstants":
         """Every host time multiplied by `factor` (a host CPU that takes `factor` times as long); a rate (a field
@@ -412,6 +426,10 @@ class HostModel:
         """Host time of a tokenizer encoding `chars` characters of text into `tokens` tokens (Note [Tokenizing on
         the host])."""
         return self.c.tokenize_char_ns * chars + self.c.tokenize_token_ns * tokens
+
+    def python_data_ns(self, elements: int) -> int:
+        """Host time of storing `elements` Python numbers into a new CPU tensor (Note [Tensors from Python data])."""
+        return self.c.python_element_ns * elements
 
     def dataloader_contention_ns(self) -> int:
         """Host time a DataLoader's helper threads take from the main thread per batch, while it

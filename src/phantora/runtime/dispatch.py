@@ -599,10 +599,13 @@ class HybridMode(TorchDispatchMode):
         return self._run_fake_mode(func, args, kwargs)
 
     def _real_cpu_op(self, route: _Route, args: tuple, kwargs: dict, flat: list) -> Any:
-        """An op on real CPU tensors runs for real; the host pays for the memory it moves."""
+        """An op on real CPU tensors runs for real; the host pays for the memory it moves, and a tensor built from
+        Python data for its elements (models/host.py Note [Tensors from Python data])."""
         out = route.func(*args, **kwargs)
         if route.moves_memory:
             self.session.host_tensor_op(*host_tensor_bytes(flat, out))
+        elif route.func is aten.lift_fresh.default and out.untyped_storage().resizable():
+            self.session.tensor_from_python(out.numel())  # not a numpy array's memory: torch stored each element
         return out
 
     def _fake_foreign_inputs(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -346,6 +346,13 @@ class Session:
         if cost:
             self.host_work(cost, "host tensor ops")
 
+    def tensor_from_python(self, elements: int) -> None:
+        """A new CPU tensor stored `elements` Python numbers (models/host.py Note [Tensors from Python data]); only
+        the program's main thread pays, as for `host_tensor_op`."""
+        if forked_from_rank() or threading.current_thread() is not threading.main_thread():
+            return
+        self.host_work(self.host.python_data_ns(elements), "host tensor ops")
+
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
         stats.kernels += 1

@@ -7,6 +7,7 @@ import json
 import pathlib
 import time
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -85,6 +86,10 @@ result = {
     "stack_tokens": took(lambda: torch.stack([tokens, tokens + 1])),
     "pin_masks": took(lambda: mask.pin_memory()),
     "view_tokens": took(lambda: tokens.view(-1)),
+    # models/host.py Note [Tensors from Python data]: per element stored; a numpy array's memory is shared, not stored
+    "sample_ids": took(lambda: torch.LongTensor(list(range(4097)))),
+    "batch_ids": took(lambda: torch.tensor([list(range(2048)), list(range(2048))])),
+    "numpy_ids": took(lambda: torch.from_numpy(np.arange(4097))),
     # models/host.py Note [Tokenizing on the host]: per character read and token returned, a batch its texts' sum
     "tokenize": took(lambda: tokenizer.encode(text)),
     "tokenize_pair": took(lambda: tokenizer.encode(text, pair=text[:100])),
