@@ -17,8 +17,24 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from typing import Callable
 
 from benchmarks.workloads import timeline  # the probes live there, so both measure the same work
+
+
+def median_call_s(call: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median seconds of one call of `call`, after `warmup` calls; each call's result is dropped before the next
+    (as a data pipeline drops a batch)."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = call()
+        times.append(time.perf_counter() - start)
+        del out
+    return statistics.median(times)
 
 
 def probe_apart(label: str) -> dict:

@@ -22,30 +22,15 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import time
 from typing import Callable
 
 import torch
 
-from benchmarks.common.host_probe import probe_apart
+from benchmarks.common.host_probe import median_call_s, probe_apart
 
 REPEATS = 15
 WARMUP = 3
 SIZES = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
-
-
-def timed(call: Callable[[], object]) -> float:
-    """Median seconds of one call; its result is dropped before the next, as a batch is."""
-    for _ in range(WARMUP):
-        call()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        out = call()
-        times.append(time.perf_counter() - start)
-        del out
-    return statistics.median(times)
 
 
 def cases(nbytes: int) -> dict[str, tuple[Callable[[], object], int, int]]:
@@ -69,7 +54,7 @@ def measure(threads: int) -> list[dict]:
     rows = []
     for nbytes in SIZES:
         for name, (call, read, written) in cases(nbytes).items():
-            seconds = timed(call)
+            seconds = median_call_s(call, REPEATS, WARMUP)
             rows.append({"op": name, "threads": threads, "bytes_read": read, "bytes_written": written,
                          "seconds": seconds})
             print(f"{name:>10} {threads:>3} threads {written / 2**20:8.2f} MiB {seconds * 1e6:10.1f} us "

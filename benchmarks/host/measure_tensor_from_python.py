@@ -23,26 +23,14 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
 from typing import Callable
 
 import torch
 
-from benchmarks.common.host_probe import probe_apart
+from benchmarks.common.host_probe import median_call_s, probe_apart
 
 ROUNDS = 5
 REPEATS = 7
-
-
-def timed(call: Callable[[], object]) -> float:
-    """Median seconds of one call after a warm-up."""
-    call()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def cases() -> list[tuple[str, int, Callable[[], object]]]:
@@ -71,7 +59,7 @@ def main() -> None:
     for round_ in range(ROUNDS):
         probe = probe_apart(f"round {round_}")
         for case, elements, call in cases():
-            rows.append({"case": case, "elements": elements, "round": round_, "seconds": timed(call),
+            rows.append({"case": case, "elements": elements, "round": round_, "seconds": median_call_s(call, REPEATS),
                          "probe_us": probe.get("python_loop_us")})
     for case, elements, _ in cases():
         picked = [r["seconds"] for r in rows if r["case"] == case and r["elements"] == elements]

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
-from benchmarks.common.host_probe import probe_apart
+from benchmarks.common.host_probe import median_call_s, probe_apart
 from benchmarks.common.paths import BENCHMARKS
 
 REPEATS = 5
@@ -39,17 +37,6 @@ DOCUMENTS = 300
 LONG_CHARS = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]
 TOKENIZER_DIR = BENCHMARKS / "workloads" / "torchtitan"
 CORPUS = Path("/tmp/c4_synthetic/data.json")
-
-
-def timed(call: Callable[[], object]) -> float:
-    """Median seconds of one call after a warm-up."""
-    call()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def documents() -> list[str]:
@@ -75,7 +62,7 @@ def tokenizers_measured(texts: list[str]) -> dict:
 def encode_rows(tokenizer, texts: list[str], case: str, name: str) -> list[dict]:
     rows = []
     for text in texts:
-        seconds = timed(lambda: tokenizer.encode(text))
+        seconds = median_call_s(lambda: tokenizer.encode(text), REPEATS)
         rows.append({"case": case, "tokenizer": name, "chars": len(text), "bytes": len(text.encode()),
                      "tokens": len(tokenizer.encode(text).ids), "seconds": seconds})
     return rows
