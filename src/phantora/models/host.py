@@ -219,7 +219,7 @@ class HostConstants:
     regex and byte mapping (Note [Tokenizing on the host]; benchmarks/host/fit_tokenizer.py)."""
     tokenize_token_ns: int = 159
     """... and per token it returns: the model's word lookups and merges, the encoding's ids, offsets and masks."""
-    python_element_ns: int = 80
+    python_element_ns: int = 79
     """Per element of Python data stored into a new CPU tensor (`torch.tensor(list)`, `torch.LongTensor(list)`):
     Note [Tensors from Python data] (benchmarks/host/fit_tensor_from_python.py)."""
 
