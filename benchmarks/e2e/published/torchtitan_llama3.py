@@ -8,7 +8,7 @@ memory), and prints predicted against published with the error and the simulator
 numbers are held out: no constant of Phantora was fitted on them.
 
     python -m benchmarks.e2e.published.torchtitan_llama3                 # both runs, store the results
-    python -m benchmarks.e2e.published.torchtitan_llama3 --only fsdp_8gpu --steps 5
+    python -m benchmarks.e2e.published.torchtitan_llama3 --only fsdp_8gpu --steps 30
     python -m benchmarks.e2e.published.torchtitan_llama3 --print         # the stored results' table only
     python -m benchmarks.e2e.published.torchtitan_llama3 --no-power-cap  # a what-if, printed, not stored
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -40,7 +41,11 @@ SOURCE = ("TorchTitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9d
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 GPUS_PER_NODE = 8
 WARMUP_STEPS = 3
-"""Steps left out of the median, as the accuracy benchmarks do (first kernel launches, optimizer state)."""
+"""Steps left out, as the accuracy benchmarks do (first kernel launches, optimizer state)."""
+LOG_FREQ = 10
+"""TorchTitan logs every LOG_FREQ-th step, as in the published runs (its default): a log line's tokens/s and peak
+memory are those of the steps since the last log, and the step that logs synchronizes with the GPU (`loss.item()`)
+while the others let the host run ahead, its data loading beside the GPU's work."""
 LOCAL_BATCH, SEQ_LEN = 2, 8192
 
 
@@ -68,8 +73,8 @@ SETTINGS = {
     "published": "Llama 3.1 8B, FSDP over every GPU, local batch 2, selective activation checkpointing, "
                  "no torch.compile, no Float8",
     "chosen": "seq_len 8192 and per-op selective AC (TorchTitan's llama3_8b.toml, the tables name neither); "
-              "log every step (published: every 10th, read at step 90) and take the median after "
-              f"{WARMUP_STEPS} warm-up steps; synthetic C4 text and TorchTitan's test tokenizer (token ids do "
+              f"log every {LOG_FREQ}th step as published (read at step 90) and take the logs whose {LOG_FREQ} "
+              f"steps all follow {WARMUP_STEPS} warm-up steps; synthetic C4 text and TorchTitan's test tokenizer (token ids do "
               "not change the cost; the vocabulary stays 128256); dedicated hosts (--host-contention none: "
               "Grand Teton hosts are bare-metal servers, not the VMs the host model was measured on)",
 }
@@ -87,7 +92,7 @@ def torchtitan_args(gpus: int, steps: int, dump_folder: str) -> list[str]:
         "--parallelism.data_parallel_shard_degree", str(gpus),
         "--activation_checkpoint.mode", "selective", "--activation_checkpoint.selective_ac_option", "op",
         "--compile.no-enable", "--checkpoint.no-enable", "--profiling.no-enable-profiling",
-        "--metrics.log_freq", "1", "--metrics.no-enable-tensorboard", "--validation.no-enable",
+        "--metrics.log_freq", str(LOG_FREQ), "--metrics.no-enable-tensorboard", "--validation.no-enable",
     ]
 
 
@@ -115,19 +120,26 @@ def logged_steps(log: str, run: PublishedRun) -> list[dict]:
 
 
 def prediction(lines: list[dict]) -> dict:
-    """tokens/s/GPU: the median over the steps after warm-up of the ranks' mean logged tps; memory: the largest
-    logged peak reserved of those steps and ranks (TorchTitan resets the peak every step)."""
+    """tokens/s/GPU: the median over the logs whose LOG_FREQ steps all follow the warm-up of the ranks' mean logged
+    tps; memory: the largest logged peak reserved of those logs and ranks (TorchTitan resets the peak at each
+    log)."""
     by_step: dict[int, list[dict]] = {}
     for line in lines:
         by_step.setdefault(line["step"], []).append(line)
-    steady = sorted(by_step)[WARMUP_STEPS:]
+    steady = [step for step in sorted(by_step) if step - LOG_FREQ >= WARMUP_STEPS]
     if not steady:
-        raise RuntimeError(f"only {len(by_step)} steps logged: run more than {WARMUP_STEPS} (--steps)")
+        raise RuntimeError(f"no log after the warm-up (steps {sorted(by_step)} logged): run at least "
+                           f"{first_steady_log()} steps (--steps)")
     tps = {step: statistics.fmean(r["tps"] for r in by_step[step]) for step in sorted(by_step)}
     memory = {step: max(r["memory_reserved_gib"] for r in by_step[step]) for step in sorted(by_step)}
     return {"tokens_per_s_per_gpu": statistics.median(tps[step] for step in steady),
             "memory_gib": max(memory[step] for step in steady),
             "tps_by_step": tps, "memory_gib_by_step": memory, "ranks_logging": len(by_step[steady[0]])}
+
+
+def first_steady_log() -> int:
+    """The first step whose log covers LOG_FREQ steps that all follow the warm-up."""
+    return LOG_FREQ * math.ceil((WARMUP_STEPS + LOG_FREQ) / LOG_FREQ)
 
 
 def step_breakdown(summary: dict) -> dict:
@@ -181,7 +193,7 @@ README = """# TorchTitan's published Llama 3.1 8B runs, simulated
 `results.json`: Phantora's prediction of the two FSDP rows of TorchTitan's published H100 benchmark
 (`benchmarks/llama3_h100_202412_torchtitan.md`, Tables 1 and 3: 8 and 128 GPUs of Meta's Grand Teton, H100 96 GB
 HBM2e at 500 W, 400 Gb/s per GPU), one entry per run: the published numbers, the tokens/s/GPU and memory
-TorchTitan logged in simulation (every step, every rank that ran), the simulator's wall time, the run summary's
+TorchTitan logged in simulation (every 10th step, as published; every rank that ran), the simulator's wall time, the run summary's
 step breakdown and the command. Cluster: `benchmarks/e2e/published/h100_96gb_grand_teton.toml`.
 Written by `python -m benchmarks.e2e.published.torchtitan_llama3`; docs/accuracy.md's "Published benchmarks"
 is generated from it. Not a measurement: the published numbers are TorchTitan's.
@@ -207,7 +219,9 @@ def store(results: list[dict], argv: list[str]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help=f"comma-separated runs: {', '.join(p.name for p in PUBLISHED)}")
-    parser.add_argument("--steps", type=int, default=6, help=f"training steps per run (> {WARMUP_STEPS} warm-up)")
+    parser.add_argument("--steps", type=int, default=first_steady_log(),
+                        help=f"training steps per run (at least {first_steady_log()}: a log every {LOG_FREQ} steps "
+                             f"after {WARMUP_STEPS} warm-up steps)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="run nothing: the stored table")
     parser.add_argument("--no-power-cap", action="store_true",
                         help="what-if: GPUs never slowed by their power limit (printed, not stored)")
@@ -222,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = names - {p.name for p in PUBLISHED}
     if unknown:
         parser.error(f"unknown run(s) {sorted(unknown)}; the runs are {', '.join(p.name for p in PUBLISHED)}")
-    if args.steps <= WARMUP_STEPS:
-        parser.error(f"--steps must exceed the {WARMUP_STEPS} warm-up steps")
+    if args.steps < first_steady_log():
+        parser.error(f"--steps must be at least {first_steady_log()}: a log every {LOG_FREQ} steps after the "
+                     f"{WARMUP_STEPS} warm-up steps")
     results = []
     for run in PUBLISHED:
         if names and run.name not in names:
