@@ -61,7 +61,7 @@ def main() -> None:
         for case, elements, call in cases():
             rows.append({"case": case, "elements": elements, "round": round_, "seconds": median_call_s(call, REPEATS),
                          "probe_us": probe.get("python_loop_us")})
-    for case, elements, _ in cases():
+    for case, elements in dict.fromkeys((r["case"], r["elements"]) for r in rows):
         picked = [r["seconds"] for r in rows if r["case"] == case and r["elements"] == elements]
         print(f"{case:>12} {elements:>8}: {statistics.median(picked) * 1e9 / elements:7.1f} ns/element "
               f"({statistics.median(picked) * 1e6:9.1f} µs)", flush=True)

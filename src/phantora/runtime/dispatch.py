@@ -506,7 +506,7 @@ class _Route:
     """What `HybridMode` asks of an op on every call, kept by the op's `id`: an `OpOverload` hashes in Python
     (`hash(self._op)`), so a set or dict lookup by the op costs a Python call each."""
 
-    __slots__ = ("func", "passthrough", "handler", "moves_memory")
+    __slots__ = ("func", "passthrough", "handler", "moves_memory", "lifts_python_data")
 
     def __init__(self, func: Any, handler: Handler | None) -> None:
         self.func = func
@@ -515,6 +515,9 @@ class _Route:
         self.handler = handler
         self.moves_memory = type(func) is torch._ops.OpOverload and not op_traits(func).no_kernel
         """Whether the op, on CPU tensors, reads or writes memory the host pays for (not a view or metadata op)."""
+        self.lifts_python_data = func is aten.lift_fresh.default
+        """Whether the op ends the building of a tensor from Python data (models/host.py Note [Tensors from Python
+        data])."""
 
 
 class HybridMode(TorchDispatchMode):
@@ -604,7 +607,7 @@ class HybridMode(TorchDispatchMode):
         out = route.func(*args, **kwargs)
         if route.moves_memory:
             self.session.host_tensor_op(*host_tensor_bytes(flat, out))
-        elif route.func is aten.lift_fresh.default and out.untyped_storage().resizable():
+        elif route.lifts_python_data and out.untyped_storage().resizable():
             self.session.tensor_from_python(out.numel())  # not a numpy array's memory: torch stored each element
         return out
 

@@ -344,6 +344,8 @@ class PlannedGraph:
         self.graphed_copies = graphed_copies
         """With `mode="reduce-overhead"`: the inputs CUDA graph trees copy into the graph's static inputs before each
         replay (runtime/cuda_graphs.py Note [Simulated CUDA graphs]); None: the kernels are launched one by one."""
+        self._input_positions = {name: i for i, name in enumerate(plan.inputs)}
+        """A graph input's name -> its position among the graph's arguments."""
         self._launch_ns: list[int] | None = None
         """Each plan kernel's host cost of its launch from the generated code (the host model is the session's, fixed):
         worked out at the first replay, not at every call."""
@@ -391,7 +393,7 @@ class PlannedGraph:
         live: dict[str, int] = {}
         if self._launch_ns is None:
             self._launch_ns = [session.host.compiled_launch_ns(kernel.op) for kernel in self.plan.kernels]
-        positions = {name: i for i, name in enumerate(self.plan.inputs)}
+        positions = self._input_positions
         for kernel, launch_ns in zip(self.plan.kernels, self._launch_ns):
             for buffer in kernel.allocates:
                 if buffer.reuses is not None:  # the input dies as the kernel writes over it: its block is this one's

@@ -90,6 +90,13 @@ class CostedOp:
     """Its counter in the op log, once launched (`Session._log`)."""
 
 
+def _main_thread_pays() -> bool:
+    """Whether host work on CPU tensors is charged here: only the program's main thread, in the rank's own process,
+    pays. A pin-memory thread works beside it, and a process forked from the rank (a DataLoader worker collating) must
+    not touch the rank's session, whose lock the flusher thread may have held at the fork (the worker then waited on
+    it for ever)."""
+    return not forked_from_rank() and threading.current_thread() is threading.main_thread()
+
 class Session:
     """Simulation state of one process (one rank, possibly several visible devices)."""
 
@@ -337,10 +344,7 @@ class Session:
     def host_tensor_op(self, moved_bytes: int, new_outputs: list[int]) -> None:
         """An op on CPU tensors read and wrote `moved_bytes`, allocating `new_outputs` (their sizes): host time only
         (models/host.py Note [Tensor ops on the host])."""
-        # Only the program's main thread, in the rank's own process, pays: a pin-memory thread works beside it, and
-        # a process forked from the rank (a DataLoader worker collating) must not touch the rank's session, whose
-        # lock the flusher thread may have held at the fork (the worker then waited on it for ever).
-        if forked_from_rank() or threading.current_thread() is not threading.main_thread():
+        if not _main_thread_pays():
             return
         cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
         if cost:
@@ -349,9 +353,8 @@ class Session:
     def tensor_from_python(self, elements: int) -> None:
         """A new CPU tensor stored `elements` Python numbers (models/host.py Note [Tensors from Python data]); only
         the program's main thread pays, as for `host_tensor_op`."""
-        if forked_from_rank() or threading.current_thread() is not threading.main_thread():
-            return
-        self.host_work(self.host.python_data_ns(elements), "host tensor ops")
+        if _main_thread_pays():
+            self.host_work(self.host.python_data_ns(elements), "host tensor ops")
 
     def _count(self, estimate: KernelEstimate) -> None:
         stats = self.stats
