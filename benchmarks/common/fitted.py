@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.common.paths import SPECS, relative
 
-MODELS = ("host", "host_contention", "python_prices", "power", "sharing", "nccl")
+MODELS = ("host", "host_contention", "python_prices", "power", "sharing", "nccl", "chip_variation")
 """The models whose fitted constants live in these files (the kernel tables have their own formats)."""
 
 

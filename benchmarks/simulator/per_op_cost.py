@@ -3,15 +3,16 @@
     python -m benchmarks.simulator.per_op_cost                    # the three workloads, 4 and 40 steps each
     python -m benchmarks.simulator.per_op_cost --only nanogpt --steps 4,30
 
-Each workload runs twice under `phantora run --gpu h200` (one rank), with a few steps and with more. The op
-counts (summary.json: kernels, host-only ops, subclass ops) and the CPU time of the launcher and the rank
-(`simulator_cpu_s`) grow with the steps; their differences give the **marginal cost per op** (µs of simulator CPU
-per intercepted op: FakeTensorMode's propagation, Phantora's recording, costing and transport), free of the
-fixed start-up (interpreter and torch import, shim install, model construction, reports), which is what the
-first run leaves over: **start-up** = its CPU less its ops at the marginal cost. Each step count runs `--repeat`
-times and the run with the least CPU counts (other processes on a shared machine only add to it). The second run
-is long (40 steps) because the difference carries the noise of both runs: with 20, the Hugging Face Llama's
-~10,000 ops between them moved its cost by tens of µs between runs of the same code. The workloads:
+Each workload runs twice under `phantora run --gpu h200` (one rank), with a few steps and with more. The rank's
+**marginal cost per op** is read inside the long run: each step mark (config/steps.py) carries the ops the rank
+had intercepted and its process's CPU time, and the cost is their growth from the end of step FEW to the last step
+(µs of CPU per intercepted op: FakeTensorMode's propagation, Phantora's recording, costing and transport), free of
+the start-up (interpreter and torch import, shim install, model construction), whose CPU moves by a second between
+runs of the same code on this machine: the difference of two whole runs, which this benchmark took before, carried
+that noise into the cost (tens of µs per op). The launcher's (coordinator, records) cost per op is the difference of
+its CPU between the two runs over the difference of their ops. **Start-up** is what the short run's whole CPU
+leaves over its ops at the marginal cost. Each step count runs `--repeat` times and the run with the least CPU
+counts (other processes on a shared machine only add to it). The workloads:
 
 - `nanogpt`: examples/nanogpt_train.py, GPT-2 124M (GPU-bound shapes; what README.md runs);
 - `llama_tiny`: benchmarks/workloads/llama_train.py at 512 wide, 4 layers (host-bound: many small ops);
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from benchmarks.common.env import cpu_model, write_meta
 from benchmarks.common.paths import REPO
+from phantora.config.steps import STEPS_FILE
 
 WORKLOADS: dict[str, list[str]] = {
     "nanogpt": ["examples/nanogpt_train.py"],
@@ -52,19 +54,25 @@ class Run:
     steps: int
     ops: int
     cpu_s: float
+    launcher_cpu_s: float
     wall_s: float
+    marks: tuple[tuple[int, float], ...]
+    """Rank 0's (ops, process CPU s) at the end of each optimizer step."""
 
 
 @dataclass(frozen=True)
 class Cost:
     workload: str
     runs: tuple[Run, Run]
+    rank_us_per_op: float
+    launcher_us_per_op: float
     us_per_op: float
     startup_cpu_s: float
 
 
 def simulate(program: list[str], steps: int) -> Run:
-    """One `phantora run` of the program for `steps` steps: its ops and the simulator's CPU and wall time."""
+    """One `phantora run` of the program for `steps` steps: its ops, the simulator's CPU and wall time, and rank 0's
+    step marks."""
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "phantora.cli.main", "run", "--gpu", "h200", "--out", out, "--no-trace",
                    "--", sys.executable, *program, "--steps", str(steps)]
@@ -74,8 +82,13 @@ def simulate(program: list[str], steps: int) -> Run:
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(program)} --steps {steps} failed ({done.returncode}):\n{done.stderr[-2000:]}")
         summary = json.loads((Path(out) / "summary.json").read_text())
+        rank = json.loads((Path(out) / "rank0" / "result.json").read_text())
+        lines = (Path(out) / "rank0" / STEPS_FILE).read_text().splitlines()
+    marks = tuple((m["ops"], m["cpu_s"]) for m in map(json.loads, lines) if m["optimizer"] == 0)
     ops = summary["kernels"] + summary["host_only_ops"] + summary["subclass_ops"]
-    return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"], wall_s=round(wall, 2))
+    return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"],
+               launcher_cpu_s=round(summary["simulator_cpu_s"] - rank["simulator_cpu_s"], 3), wall_s=round(wall, 2),
+               marks=marks)
 
 
 def least_cpu(program: list[str], steps: int, repeat: int) -> Run:
@@ -83,10 +96,19 @@ def least_cpu(program: list[str], steps: int, repeat: int) -> Run:
     return min((simulate(program, steps) for _ in range(repeat)), key=lambda run: run.cpu_s)
 
 
+def rank_cost_per_op_s(run: Run, after_step: int) -> float:
+    """Rank 0's CPU per intercepted op from the end of step `after_step` to its last step."""
+    (ops_a, cpu_a), (ops_b, cpu_b) = run.marks[after_step - 1], run.marks[-1]
+    return (cpu_b - cpu_a) / (ops_b - ops_a)
+
+
 def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
     first, second = least_cpu(WORKLOADS[workload], few, repeat), least_cpu(WORKLOADS[workload], many, repeat)
-    per_op_s = (second.cpu_s - first.cpu_s) / (second.ops - first.ops)
-    return Cost(workload, (first, second), round(per_op_s * 1e6, 1), round(first.cpu_s - per_op_s * first.ops, 2))
+    rank_s = rank_cost_per_op_s(second, few)
+    launcher_s = (second.launcher_cpu_s - first.launcher_cpu_s) / (second.ops - first.ops)
+    per_op_s = rank_s + launcher_s
+    return Cost(workload, (first, second), round(rank_s * 1e6, 1), round(launcher_s * 1e6, 1),
+                round(per_op_s * 1e6, 1), round(first.cpu_s - per_op_s * first.ops, 2))
 
 
 def main() -> None:
@@ -101,13 +123,15 @@ def main() -> None:
     if not 0 < few < many:
         raise SystemExit("--steps: two step counts, the first smaller")
     costs = []
-    print(f"{'workload':<12}{'ops (few / many)':>20}{'CPU s':>16}{'µs per op':>11}{'start-up CPU s':>16}")
+    print(f"{'workload':<12}{'ops (few / many)':>20}{'CPU s':>16}{'µs per op':>11}{'(rank + launcher)':>19}"
+          f"{'start-up CPU s':>16}")
     for workload in args.only.split(","):
         cost = measure(workload, few, many, args.repeat)
         costs.append(cost)
         a, b = cost.runs
         print(f"{workload:<12}{f'{a.ops} / {b.ops}':>20}{f'{a.cpu_s:.1f} / {b.cpu_s:.1f}':>16}"
-              f"{cost.us_per_op:>11.1f}{cost.startup_cpu_s:>16.2f}", flush=True)
+              f"{cost.us_per_op:>11.1f}{f'{cost.rank_us_per_op:.1f} + {cost.launcher_us_per_op:.1f}':>19}"
+              f"{cost.startup_cpu_s:>16.2f}", flush=True)
     out = REPO / "data" / "simulator" / "per_op_cost"
     out.mkdir(parents=True, exist_ok=True)
     result = {"what": "simulator CPU per intercepted op and start-up, one rank, --gpu h200",

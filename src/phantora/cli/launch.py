@@ -73,6 +73,7 @@ from phantora.cli.processes import (JOB_ENV_VAR, Guardian, end_leftovers, new_jo
                                     set_child_subreaper)
 from phantora.config.run import CONFIG_ENV_VAR, RankConfig
 from phantora.engine.coordinator import Coordinator
+from phantora.models.chip_variation import UNIFORM_CHIPS
 from phantora.models.network import ClusterNetworkConfig, NetworkSimulator, Topology
 from phantora.profiler.oplog import OPS_FILE, merge_rank_ops
 from phantora.protocol.symmetry import (BROKEN_SYMMETRY_EXIT_CODE, BROKEN_SYMMETRY_FILE, RankSymmetry, UsedGroup,
@@ -267,6 +268,9 @@ class LaunchConfig:
     power_cap: bool = True
     """Slow tensor-core kernels while a GPU's average power exceeds its limit, where the GPU's profile has a
     power model (models/power.py)."""
+    chip_variation: bool = True
+    """Run every GPU's tensor-core kernels at the pace of the job's expected slowest chip (models/chip_variation.py);
+    False: every chip as fast as the mean one."""
     ranks: str = "auto"
     """`--ranks`: "all", a process for every rank; "auto", representative ranks for a job of several nodes
     (protocol/symmetry.py Note [Representative ranks]), every rank within one node."""
@@ -412,8 +416,10 @@ class _Launcher:
         network = NetworkSimulator(Topology(config.cluster), sharing=sharing,
                                    compute_of=symmetry.representative if symmetry.mirrored else None)
         power = config.profile.power.value if config.power_cap else None
+        chips = config.profile.chip_variation.value if config.chip_variation else UNIFORM_CHIPS
         self.coordinator = Coordinator(self.world_size, network, launch_latency_ns=config.launch_latency_ns,
-                                       sharing=sharing, power=power, symmetry=symmetry)
+                                       sharing=sharing, power=power, symmetry=symmetry,
+                                       clock_factor=chips.slowest_of(self.world_size))
         self.server = self._new_server()
         role = config.workers.role if config.workers else "default"
         self.pump = OutputPump(config.output, console_out=console_out, console_err=console_err, role=role)

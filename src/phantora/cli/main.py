@@ -94,6 +94,9 @@ def _add_phantora_options(parser: argparse.ArgumentParser) -> list[argparse.Acti
     option(p, "--no-trace", action="store_true", help="do not write trace.json")
     option(p, "--no-power-cap", action="store_true",
            help="never slow GEMMs and attention for the GPU's power limit (docs/models/power.md)")
+    option(p, "--no-chip-variation", action="store_true",
+           help="every GPU as fast as the mean chip; by default a job's GEMMs and attention run at the pace of its "
+                "expected slowest chip (docs/models/power.md, Chip variation)")
     option(p, "--host-time", choices=HOST_TIME_MODES, default="model",
            help="how host (CPU) time between GPU ops is simulated: model = the host model's constants, "
                 "deterministic (default); measured = the CPU time the script's own code takes on this "
@@ -374,7 +377,8 @@ def _one_process_config(args: argparse.Namespace, cluster: ClusterNetworkConfig,
     rank_config = _rank_config(args, cluster, devices)
     return _launch_config(program=program, rank_config=rank_config, cluster=cluster, extra_env=dict(extra_env or {}),
                           output=OutputConfig(prefix_template=None), progress=_progress(args),
-                          power_cap=not args.no_power_cap, ranks=args.ranks)
+                          power_cap=not args.no_power_cap, chip_variation=not args.no_chip_variation,
+                          ranks=args.ranks)
 
 
 def torchrun_config_from_args(args: argparse.Namespace) -> tuple[LaunchConfig, list[str]]:
@@ -412,8 +416,8 @@ def torchrun_config(args: argparse.Namespace, torchrun_args: argparse.Namespace,
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=nproc, workers=plan.torchrun,
                             extra_env=dict(extra_env or {}), output=plan.output,
                             shutdown_grace_s=plan.shutdown_grace_s, monitor_interval_s=plan.monitor_interval_s,
-                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks,
-                            rendezvous=plan.rendezvous)
+                            progress=_progress(args), power_cap=not args.no_power_cap,
+                            chip_variation=not args.no_chip_variation, ranks=args.ranks, rendezvous=plan.rendezvous)
     return config, plan.notes
 
 
@@ -442,7 +446,8 @@ def deepspeed_config_from_args(args: argparse.Namespace, words: list[str] | None
     config = _launch_config(program=plan.program, rank_config=_rank_config(args, cluster, plan.nproc_per_node),
                             cluster=cluster, nnodes=plan.nnodes, nproc_per_node=plan.nproc_per_node,
                             workers=plan.workers, extra_env={**extra_env, **plan.extra_env}, output=plan.output,
-                            progress=_progress(args), power_cap=not args.no_power_cap, ranks=args.ranks)
+                            progress=_progress(args), power_cap=not args.no_power_cap,
+                            chip_variation=not args.no_chip_variation, ranks=args.ranks)
     return config, plan.notes
 
 

@@ -85,6 +85,12 @@ the sharing model's placement (kernels placed only once the network has reached 
 order); without one the coordinator refuses a power cap. The stretch multiplies the interference
 factor: a GEMM beside an all-gather is slowed by both.
 
+Note: [The slowest chip's pace]
+Chips of one GPU model run tensor-core work at slightly different speeds, and a job whose GPUs synchronize runs at
+its slowest chip's pace (models/chip_variation.py Note [Chip variation]). A `clock_factor` other than 1 multiplies
+every GEMM and attention kernel of every GPU, after interference and the power cap: the expected slowest of the
+job's chips. One factor for all GPUs keeps representative ranks identical to running every rank.
+
 Note: [One kernel at a time]
 With a sharing model, the kernels of one GPU also run one at a time, whatever their streams: a
 training kernel fills every SM, so a kernel on a side stream (FSDP2's all-gather copy-in) gets the
@@ -331,9 +337,11 @@ class Coordinator:
 
     def __init__(self, world_size: int, network: NetworkSimulator, *, launch_latency_ns: int = 0,
                  sharing: GpuSharing = NO_SHARING, power: PowerCap | None = None,
-                 symmetry: RankSymmetry | None = None) -> None:
+                 symmetry: RankSymmetry | None = None, clock_factor: float = 1.0) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")
+        if clock_factor < 1:
+            raise ValueError(f"clock_factor must be >= 1 (the slowest chip's), got {clock_factor}")
         if launch_latency_ns < 0:
             raise ValueError(f"launch_latency_ns must be >= 0, got {launch_latency_ns}")
         self.world_size = world_size
@@ -372,6 +380,8 @@ class Coordinator:
         if power is not None and not self._shared:
             raise ValueError("a power cap needs a sharing model: kernels must be placed in time order (Note [Power cap])")
         self._power = {r: GpuPower(power) for r in self.representatives} if power is not None else None
+        self.clock_factor = clock_factor
+        """Every GPU's GEMM and attention kernels take this many times their time (Note [The slowest chip's pace])."""
         self._waiting_kernels: list[tuple[int, int, int, int, int]] = []
         """(start, ready, host_ns, rank, stream id) of each stream's next kernel, in the order the GPU
         would run them (Note [One kernel at a time])."""
@@ -438,6 +448,12 @@ class Coordinator:
             factor = max(factor, max((held for call, held in rk.holding if call.member_start_ns < start_ns),
                                      default=1.0))
         return factor
+
+    def _at_slowest_chip(self, kernel_class: str, duration: int) -> int:
+        """Note [The slowest chip's pace]: a GEMM or attention kernel's duration on the job's slowest chip."""
+        if self.clock_factor == 1.0 or kernel_class not in CLOCKED_CLASSES:
+            return duration
+        return round(duration * self.clock_factor)
 
     def power(self, rank: int) -> GpuPower | None:
         """`rank`'s GPU's power state (its average demanded power, how much the cap slowed it); None without a cap."""
@@ -614,9 +630,12 @@ class Coordinator:
                     duration = round(duration * self._kernel_factor(rk, start, item.kernel_class))
                     if self._power is not None:  # Note [Power cap]
                         duration = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes, duration)
+                    duration = self._at_slowest_chip(item.kernel_class, duration)
                     if engine:
                         rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)
+                else:
+                    duration = self._at_slowest_chip(item.kernel_class, duration)
                 end = start + duration
                 # spans stay until the reports; their strings repeat every step: one copy each (~40% of a span)
                 s.spans.append(Span(rank, s.stream_id, sys.intern(item.name), item.host_ns, start, end, item.flops,

@@ -32,6 +32,8 @@ class CoordinatorState(Protocol):
     world_size: int
     representatives: tuple[int, ...]
     """The ranks that have timelines: every rank, or the representatives (protocol/symmetry.py)."""
+    clock_factor: float
+    """Every GPU's GEMMs and attention at this many times their time: the job's slowest chip (models/chip_variation.py)."""
 
     def spans(self, rank: int, stream_id: int | None = None) -> list[Span]: ...
 

@@ -206,6 +206,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "host_time": _host_time(host_time, host_time_scale, host_contention, reported),
         "host_work_s_by_term": _host_work(reported),
         "power_cap": _power_cap(coordinator, ran),
+        "chip_pace": _chip_pace(coordinator),
         "per_rank": rows,
     }
     if error:
@@ -221,6 +222,15 @@ def _host_time(mode: str, scale: float, contention: str, reported: list[dict[str
     charged = [_int(r.get("host_time_measured_ns")) for r in reported]
     return {"mode": mode, "deterministic": False, "scale": scale, "contention": contention,
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
+
+
+def _chip_pace(coordinator: CoordinatorState) -> dict[str, Any] | None:
+    """How much slower than the mean chip the job's GEMMs and attention ran: its expected slowest chip's pace
+    (models/chip_variation.py); None for one GPU or chips taken as uniform."""
+    factor = coordinator.clock_factor
+    if factor == 1.0:
+        return None
+    return {"gpus": coordinator.world_size, "clocked_slowdown": factor - 1}
 
 
 def _power_cap(coordinator: CoordinatorState, ranks: Sequence[int]) -> dict[str, Any] | None:
@@ -300,6 +310,10 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         per = " per rank" if world > 1 else ""
         rows.append(("power cap", f"{power['cap_w']:g} W: GEMM and attention {100 * power['slowdown']:.1f} % slower, "
                                   f"+{1e3 * power['slowed_s']:.1f} ms{per}"))
+    chips = s.get("chip_pace")
+    if chips is not None:
+        rows.append(("chip pace", f"GEMM and attention at the expected slowest of {chips['gpus']} chips: "
+                                  f"{100 * chips['clocked_slowdown']:.1f} % slower than the mean chip"))
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
                                     f"{s['host_only_ops']} host-only"
                                     + (f", {s['subclass_ops']} dispatched by a tensor subclass" if s["subclass_ops"] else "")

@@ -71,6 +71,10 @@ class OpStats:
     placeholders: collections.Counter = field(default_factory=collections.Counter)
     """Value-dependent results answered with placeholder values, by kind."""
 
+    def intercepted_ops(self) -> int:
+        """Every op the rank intercepted: kernels, host-only ops and tensor subclass ops."""
+        return self.kernels + self.host_only_ops + self.subclass_ops
+
 
 @dataclass(slots=True)
 class CostedOp:

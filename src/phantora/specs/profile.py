@@ -10,6 +10,7 @@ GPU and which it has none of) and the data files of the parts measured on it:
 | `sharing`      | `sharing.json`      | compute/NCCL interference on one GPU (`GpuSharing`), fitted    |
 | `host`         | `host.json`         | host CPU time per kind of call (`HostConstants`), fitted       |
 | `host_contention` | `host_contention.json` | how contended those hosts were (`HostContention`), fitted |
+| `chip_variation` | `chip_variation.json` | how much chips differ in tensor-core speed (`ChipVariation`), fitted |
 | `python_prices` | `python_prices.json` | library Python's own time per call on those hosts (`PythonPrices`), fitted |
 | `calibration`  | `calibration.json`  | the compute model's analytic efficiencies (`Calibration`)      |
 | `kernels`      | `kernels.jsonl`     | measured kernel times (`KernelDatabase`)                       |
@@ -33,6 +34,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
+from phantora.models.chip_variation import ChipVariation
 from phantora.models.compute import Calibration, KernelDatabase
 from phantora.models.gemm_kernels import GemmKernelTable
 from phantora.models.gpu import GpuSpec, GpuVariant
@@ -48,7 +50,7 @@ T = TypeVar("T")
 PART_FILES: Mapping[str, str] = {
     "nccl": "nccl.json", "power": "power.json", "sharing": "sharing.json", "host": "host.json",
     "host_contention": "host_contention.json", "python_prices": "python_prices.json", "calibration": "calibration.json",
-    "kernels": "kernels.jsonl", "gemm_kernels": "gemm_kernels.json",
+    "kernels": "kernels.jsonl", "gemm_kernels": "gemm_kernels.json", "chip_variation": "chip_variation.json",
 }
 """Each part of a profile and its file in a GPU's folder."""
 MAY_BE_ABSENT = frozenset({"power", "kernels", "gemm_kernels"})
@@ -56,7 +58,7 @@ MAY_BE_ABSENT = frozenset({"power", "kernels", "gemm_kernels"})
 PART_NAMES: Mapping[str, str] = {
     "nccl": "NCCL tuning", "power": "power", "sharing": "sharing", "host": "host",
     "host_contention": "host contention", "python_prices": "library Python prices", "calibration": "calibration",
-    "kernels": "kernel database", "gemm_kernels": "GEMM kernel table",
+    "kernels": "kernel database", "gemm_kernels": "GEMM kernel table", "chip_variation": "chip variation",
 }
 """How the run summary names each part."""
 
@@ -104,6 +106,8 @@ class DeviceProfile:
     kernels: Part[KernelDatabase]
     """Empty where no kernel was measured on this GPU: the analytic model alone."""
     gemm_kernels: Part[GemmKernelTable]
+    chip_variation: Part[ChipVariation]
+    """How much chips of this model differ in tensor-core speed: a job runs at its slowest chip's pace."""
     absent: Mapping[str, str] = field(default_factory=dict)
     """Parts the GPU has none of, with why (profile.toml's `[absent]`)."""
 
@@ -207,6 +211,7 @@ def _build(key: str, toml: dict[str, Any], root: Traversable) -> DeviceProfile:
         "calibration": lambda file, src: Calibration.from_dict(_json(file, src)),
         "kernels": lambda file, src: _kernels(file, src, key),
         "gemm_kernels": lambda file, src: GemmKernelTable.from_dict(_json(file, src)),
+        "chip_variation": lambda file, src: _fields_of(ChipVariation, _fitted(file, src, "chip_variation"), src),
     }
     empty: dict[str, Callable[[], Any]] = {
         "power": lambda: None, "kernels": lambda: KernelDatabase(key), "gemm_kernels": GemmKernelTable,

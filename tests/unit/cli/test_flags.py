@@ -10,7 +10,8 @@ FROZEN_COMMANDS = ["run", "torchrun", "deepspeed", "accelerate", "sweep", "repor
 PHANTORA_OPTIONS = {
     "--gpu": None, "--cluster": None, "--gpus-per-node": None, "--nic-gbps": None, "--out": "phantora-out", "--strict": False, "--no-kernel-db": False,
     "--kernel-db": [], "--profile-on-the-fly": False, "--profile-cache": None, "--profile-device": "cuda:0",
-    "--no-trace": False, "--no-power-cap": False, "--host-time": "model", "--host-time-scale": None,
+    "--no-trace": False, "--no-power-cap": False, "--no-chip-variation": False, "--host-time": "model",
+    "--host-time-scale": None,
     "--host-contention": "none", "--ranks": "auto", "--progress --no-progress": None, "--hang-timeout": None,
 }
 """Phantora's own options, the same on every simulating command, with their defaults."""

@@ -805,3 +805,22 @@ def test_gemms_slow_down_once_their_power_exceeds_the_cap_and_other_kernels_keep
 def test_a_power_cap_needs_the_sharing_model():
     with pytest.raises(ValueError, match="sharing"):
         Coordinator(1, FixedNetwork(), power=PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0))
+
+
+# --- the slowest chip's pace (Note [The slowest chip's pace]) -------------------------------------------
+@pytest.mark.parametrize("shared", [False, True])
+def test_gemms_and_attention_run_at_the_slowest_chips_pace_and_other_kernels_keep_their_time(shared):
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0) if shared else NO_SHARING
+    c = Coordinator(2, BusyRecordingNetwork() if shared else FixedNetwork(), sharing=sharing, clock_factor=1.02)
+    records = [KernelRecord(0, 0, 1_000_000, "gemm", kernel_class="gemm"),
+               KernelRecord(0, 0, 500_000, "flash", kernel_class="attention"),
+               KernelRecord(0, 0, 1_000_000, "add", kernel_class="elementwise"), SYNC(1, 0)]
+    for rank in (0, 1):
+        c.submit(rank, records)
+    for rank in (0, 1):
+        assert [s.end_ns - s.start_ns for s in c.spans(rank, 0)] == [1_020_000, 510_000, 1_000_000]
+
+
+def test_a_clock_factor_below_one_is_refused():
+    with pytest.raises(ValueError, match="clock_factor"):
+        Coordinator(2, FixedNetwork(), clock_factor=0.99)

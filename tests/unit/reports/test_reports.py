@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from phantora.engine.coordinator import Coordinator
 from phantora.models.interference import GpuSharing
 from phantora.models.network import Completion, NetworkSimulator, Topology
@@ -205,6 +207,22 @@ def test_summary_says_how_much_the_power_cap_slowed_the_gpus(tmp_path):
     print_summary(s, file=text)
     assert f"power cap         500 W: GEMM and attention {100 * power['slowdown']:.1f} % slower" in text.getvalue()
     assert summarise(two_ranks(), tmp_path)["power_cap"] is None
+
+
+def test_summary_says_how_much_slower_the_slowest_chip_ran_the_gemms(tmp_path):
+    """Note [The slowest chip's pace]: a job's clock factor is in summary.json and on the console; at the mean
+    chip's pace (one GPU, --no-chip-variation) the summary says nothing."""
+    c = Coordinator(2, FixedNetwork(), clock_factor=1.02)
+    for rank in (0, 1):
+        c.submit(rank, [KernelRecord(0, 0, 1000, f"g{rank}", kernel_class="gemm"), SyncRequest(1, 0, "device")])
+        c.submit(rank, [RankFinished(2000)])
+    s = summarise(c, tmp_path)
+    assert s["chip_pace"] == {"gpus": 2, "clocked_slowdown": pytest.approx(0.02)}
+    assert s["kernel_time_s_by_class"]["gemm"] == 2 * 1020 / 1e9
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert "chip pace         GEMM and attention at the expected slowest of 2 chips: 2.0 % slower" in text.getvalue()
+    assert summarise(two_ranks(), tmp_path)["chip_pace"] is None
 
 
 def test_the_programs_own_sleep_is_not_gpu_idle_time(tmp_path):

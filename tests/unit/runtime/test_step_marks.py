@@ -15,7 +15,8 @@ from phantora.runtime.steps import StepMarks
 def test_a_mark_per_step_at_the_host_clock():
     clock = iter([100, 250, 260, 400])
     file = io.StringIO()
-    marks = StepMarks(lambda: next(clock), file)
+    ops = iter([10, 20, 30, 40])
+    marks = StepMarks(lambda: next(clock), lambda: next(ops), file)
     first, second = torch.optim.SGD([torch.zeros(1, requires_grad=True)]), torch.optim.Adam([torch.zeros(1)])
     handle = register_optimizer_step_post_hook(marks)
     try:
@@ -26,5 +27,9 @@ def test_a_mark_per_step_at_the_host_clock():
     finally:
         handle.remove()
     lines = [json.loads(line) for line in file.getvalue().splitlines()]
-    assert lines == [{"optimizer": 0, "host_ns": 100}, {"optimizer": 1, "host_ns": 250},
-                     {"optimizer": 0, "host_ns": 260}, {"optimizer": 1, "host_ns": 400}]
+    assert [{k: line[k] for k in ("optimizer", "host_ns", "ops")} for line in lines] == [
+        {"optimizer": 0, "host_ns": 100, "ops": 10}, {"optimizer": 1, "host_ns": 250, "ops": 20},
+        {"optimizer": 0, "host_ns": 260, "ops": 30}, {"optimizer": 1, "host_ns": 400, "ops": 40}]
+    # the process's CPU time by then, from the OS: what the simulator spent (benchmarks/simulator/per_op_cost.py)
+    cpu = [line["cpu_s"] for line in lines]
+    assert cpu == sorted(cpu) and cpu[0] > 0
