@@ -9,8 +9,8 @@ Two kinds of data, each of four GPUs of one machine running the same work at the
   `benchmarks/e2e/split.toml`'s fitting set; one folder per machine lease): each GPU's summed time of the GEMM and
   attention kernels that no NCCL kernel overlapped on any GPU, matched kernel by kernel across the GPUs. A lease's
   configurations ran on the same four chips, so a chip's deviation is its time-weighted mean over them;
-- `data/<gpu>/power/chip_spread/` (benchmarks/power/measure_chip_spread.py): GEMMs and flash attention back to back
-  at the power limit, each round's median kernel times.
+- `data/<gpu>/power/chip_spread/` and its `runs/` (benchmarks/power/measure_chip_spread.py, a machine each): GEMMs
+  and flash attention back to back at the power limit, each round's median kernel times.
 
 A chip's deviation is its time over its machine's mean, less one; `clock_sigma` is their pooled standard deviation,
 sqrt(sum of squares / sum over machines of (GPUs - 1)). The other kernels' spread is printed beside it: it should be
@@ -117,18 +117,22 @@ def machines_from_steps(gpu: str, configs: set[str]) -> dict[str, dict[str, list
 
 
 def machines_from_microbenchmark(gpu: str) -> dict[str, dict[str, list[float]]]:
-    path = data_dir(gpu, "power", "chip_spread") / "chip_spread.json"
-    if not path.is_file():
-        return {}
-    gpus = json.loads(path.read_text())["gpus"]
-    totals: dict[str, list[float]] = {"clocked": [0.0] * len(gpus), "other": [0.0] * len(gpus)}
-    for r, g in enumerate(gpus):
-        for entry in g["rounds"]:
-            if entry["phase"] == "clocked":
-                totals["clocked"][r] += sum(entry["ms"].values())
-            elif entry["phase"] == "memory":
-                totals["other"][r] += sum(entry["ms"].values())
-    return {"microbenchmark": {kind: deviations(t) for kind, t in totals.items()}}
+    """Machine -> kind -> each chip's deviation in `measure_chip_spread.py`'s runs (the folder's and its reruns'):
+    the clocked phase's GEMM and attention, the memory phase's add; the rounds summed."""
+    root = data_dir(gpu, "power", "chip_spread")
+    runs = [root / "chip_spread.json", *sorted(root.glob("runs/*/chip_spread.json"))]
+    machines = {}
+    for path in (p for p in runs if p.is_file()):
+        gpus = json.loads(path.read_text())["gpus"]
+        totals: dict[str, list[float]] = {"clocked": [0.0] * len(gpus), "other": [0.0] * len(gpus)}
+        for r, g in enumerate(gpus):
+            for entry in g["rounds"]:
+                kind = {"clocked": "clocked", "memory": "other"}.get(entry["phase"])
+                if kind:
+                    totals[kind][r] += sum(entry["ms"].values())
+        name = "microbenchmark" + ("" if path.parent == root else f" {path.parent.name}")
+        machines[name] = {kind: deviations(t) for kind, t in totals.items()}
+    return machines
 
 
 def pooled_sigma(machines: dict[str, dict[str, list[float]]], kind: str) -> float:
@@ -144,7 +148,7 @@ def main() -> None:
     print("fitting-set steps, clocked kernels per GPU over the machine's mean:")
     machines = machines_from_steps(a.gpu, fitting_set(a.gpu)) | machines_from_microbenchmark(a.gpu)
     for name, kinds in machines.items():
-        print(f"{name:26s} clocked " + " ".join(f"{100 * d:+.2f}" for d in kinds["clocked"])
+        print(f"{name:30s} clocked " + " ".join(f"{100 * d:+.2f}" for d in kinds["clocked"])
               + " %   other " + " ".join(f"{100 * d:+.2f}" for d in kinds["other"]) + " %")
     sigma = pooled_sigma(machines, "clocked")
     print(f"clock_sigma = {100 * sigma:.2f} % over {sum(len(m['clocked']) for m in machines.values())} chips of "

@@ -9,8 +9,9 @@ in two rounds alike; below the power limit (the same work half the time) the spr
 kernels do not vary (adding two 256 MiB tensors: within 0.25 %, the noise): HBM runs at one clock. The same holds in
 training steps: in the profiled steps of the fitting set (four GPUs each, `data/h200/e2e/step_profiles/`), one
 GPU's GEMMs and attention took up to 2.4 % longer than the mean of its machine's (on one machine the same GPU was
-the slowest in four of its five configurations), while the other kernels' spread was 0.34 %. Over 20 chips of five
-machines the clocked kernels' spread is 1.11 %.
+the slowest in four of its five configurations), while the other kernels' spread was 0.34 %. A second machine's
+four H200s differed less (within 0.9 %, data/h200/power/chip_spread/runs/). Over 24 chips of six machines the
+clocked kernels' spread is 1.02 %.
 
 So each chip's clocked kernels (models/power.py `CLOCKED_CLASSES`) take a factor 1 + sigma * z of their time on
 the mean chip, z normal over chips, `clock_sigma` fitted by benchmarks/power/fit_chip_spread.py. The kernel database
