@@ -88,8 +88,10 @@ factor: a GEMM beside an all-gather is slowed by both.
 Note: [The slowest chip's pace]
 Chips of one GPU model run tensor-core work at slightly different speeds, and a job whose GPUs synchronize runs at
 its slowest chip's pace (models/chip_variation.py Note [Chip variation]). A `clock_factor` other than 1 multiplies
-every GEMM and attention kernel of every GPU, after interference and the power cap: the expected slowest of the
-job's chips. One factor for all GPUs keeps representative ranks identical to running every rank.
+every GEMM and attention kernel of every GPU, after interference: the expected slowest of the job's chips. Under the
+power cap the slower chip spends as much more energy per operation (same power, lower clock), so the cap slows its
+kernels as much as the mean chip's and the factor holds at the limit too, as measured. One factor for all GPUs keeps
+representative ranks identical to running every rank.
 
 Note: [One kernel at a time]
 With a sharing model, the kernels of one GPU also run one at a time, whatever their streams: a
@@ -628,9 +630,10 @@ class Coordinator:
                     assert start == now, (start, now)
                     due = False
                     duration = round(duration * self._kernel_factor(rk, start, item.kernel_class))
-                    if self._power is not None:  # Note [Power cap]
-                        duration = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes, duration)
                     duration = self._at_slowest_chip(item.kernel_class, duration)
+                    if self._power is not None:  # Note [Power cap]
+                        duration = self._power[rank].place(start, item.kernel_class, item.flops, item.bytes, duration,
+                                                           self.clock_factor)
                     if engine:
                         rk.next_kernel_ns = start + duration + self.sharing.kernel_gap_ns
                     self.network.mark_compute(rank, start, start + duration)

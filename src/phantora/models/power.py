@@ -122,16 +122,20 @@ class GpuPower:
             self._recent.append((t_ns, 0.0, watts))
             self._other_w += watts
 
-    def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int) -> int:
+    def place(self, t_ns: int, kernel_class: str, flops: float, nbytes: float, duration_ns: int,
+              chip_factor: float = 1.0) -> int:
         """A kernel of `duration_ns` at full speed starts at `t_ns`: its duration under the cap (longer only if
-        clocked and over it); its energy joins the average. Called for every kernel: the window slides once."""
+        clocked and over it); its energy joins the average. Called for every kernel: the window slides once.
+        `chip_factor`: a clocked kernel runs on a chip this many times slower than the mean one at the same power
+        (models/chip_variation.py), so it spends as many times the energy: its `duration_ns` holds the factor
+        already, and the cap slows it as much as the mean chip's."""
         self._slide_to(t_ns)
         energy_j = self.cap.energy_j(kernel_class, flops, nbytes)
         if kernel_class not in CLOCKED_CLASSES:
             self._enter(t_ns, False, energy_j)
             return duration_ns
         stretch = self._stretch()
-        self._enter(t_ns, True, energy_j * stretch)
+        self._enter(t_ns, True, energy_j * chip_factor * stretch)
         capped = duration_ns if stretch == 1.0 else round(duration_ns * stretch)
         self.clocked_ns += duration_ns
         self.slowed_ns += capped - duration_ns

@@ -824,3 +824,19 @@ def test_gemms_and_attention_run_at_the_slowest_chips_pace_and_other_kernels_kee
 def test_a_clock_factor_below_one_is_refused():
     with pytest.raises(ValueError, match="clock_factor"):
         Coordinator(2, FixedNetwork(), clock_factor=0.99)
+
+
+def test_the_slowest_chips_pace_holds_under_the_power_cap():
+    """At the cap a chip slower than the mean one draws the same power at a lower clock: it spends more energy per
+    GEMM, so the cap does not take its extra time back (as its faster kernels would leave the average lower)."""
+    cap = PowerCap(cap_w=500.0, idle_w=200.0, pj_per_tensor_flop=1.0, pj_per_byte=0.0, window_s=0.05)
+    sharing = GpuSharing(compute_slowdown=1.5, nccl_slowdown=2.0)
+    steady = []
+    for factor in (1.0, 1.05):
+        c = Coordinator(1, BusyRecordingNetwork(), sharing=sharing, power=cap, clock_factor=factor)
+        gemm = [KernelRecord(0, 0, 1_000_000, f"g{i}", flops=0.6e12, kernel_class="gemm") for i in range(300)]
+        c.submit(0, gemm + [SYNC(1, 0)])
+        last = c.spans(0, 0)[-100:]
+        steady.append(sum(sp.end_ns - sp.start_ns for sp in last) / len(last))
+    assert steady[0] == pytest.approx(2_000_000, rel=0.03)
+    assert steady[1] == pytest.approx(1.05 * steady[0], rel=0.01)
