@@ -69,6 +69,7 @@ FITS = (
         simulates=True),
     Fit("python_prices", "benchmarks.host.fit_python_prices", ("host/python_profiles", "e2e/timelines")),
     Fit("power", "benchmarks.power.fit", ("power/nvml",), gpus=None),
+    Fit("chip_variation", "benchmarks.power.fit_chip_spread", ("power/chip_spread", "e2e/step_profiles"), gpus=None),
 )
 """Every fit, in the order they depend on each other."""
 

@@ -9,6 +9,8 @@
 #                  (comma-separated) runs 10 steps with layer timelines
 #   clocks         nvidia-smi's view (every 20 ms) and kernel times in bursts after an idle second (`gpu_clocks.py gemm`)
 #   controller     the power controller under step-like periodic loads (`gpu_clocks.py controller`)
+#   chip_spread    every GPU of the machine running the same GEMMs, attention and adds at once (`measure_chip_spread.py`
+#                  under `gpu_clocks.py sample`): how much the chips differ (benchmarks/power/fit_chip_spread.py)
 source benchmarks/common/run_subject.sh
 set -euo pipefail
 what=${1:?usage: power/measure.sh WHAT [CONFIGS] (see its header)}
@@ -36,5 +38,11 @@ case $what in
         --out "$dir/controller.json"
     gzip -f "$dir/controller.json"
     meta "$dir" benchmarks/power/gpu_clocks.py controller ;;
+  chip_spread)
+    dir=$(leaf power chip_spread)
+    $clocks sample --out "$dir/smi.csv" -- python3 -m benchmarks.power.measure_chip_spread --out "$dir" \
+        --seconds 12 --rounds 2 | tee "$dir/log.txt"
+    gzip -f "$dir/smi.csv"
+    meta "$dir" benchmarks/power/measure_chip_spread.py --seconds 12 --rounds 2 ;;
   *) echo "power: unknown WHAT $what (see benchmarks/power/measure.sh)" >&2; exit 2 ;;
 esac
