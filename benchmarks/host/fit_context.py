@@ -22,6 +22,7 @@ The simulated counts are stored in data/h200/host/launch_bound/host_counts.json 
 test_host_fits.py refits from them); `--simulate` makes them again (CPU only, a few minutes):
 
     python -m benchmarks.host.fit_context [--simulate] [--specs DIR]
+    python -m benchmarks.host.fit_context --leave-one-out   # each variant predicted by a fit on the others
 """
 
 from __future__ import annotations
@@ -134,6 +135,43 @@ def predict(sim_phases: dict, c: dict) -> dict[str, float]:
     return out
 
 
+def host_ms(phases: dict[str, float]) -> float:
+    """A step's host time from its phases: all but `sync`, the GPU's tail."""
+    return sum(v for p, v in phases.items() if p != "sync")
+
+
+LOADER_PAIR = "nano_script"
+"""The one variant whose DataLoader terms only it informs (its pair with nano_noloader): left out, nothing fits them."""
+
+
+def leave_one_out(measured: dict, simulated: dict) -> list[tuple[str, float, float | None]]:
+    """Per variant: its host time error (%) with the constants fitted on every variant, and with them fitted on the
+    others alone (None for LOADER_PAIR)."""
+    everything = fit(measured, simulated)
+    rows = []
+    for name, phases in simulated.items():
+        host = host_ms(measured[name]["phase_ms_median"])
+        in_sample = 100 * (host_ms(predict(phases, everything)) - host) / host
+        if name == LOADER_PAIR:
+            rows.append((name, in_sample, None))
+            continue
+        others = fit(measured, {n: v for n, v in simulated.items() if n != name})
+        rows.append((name, in_sample, 100 * (host_ms(predict(phases, others)) - host) / host))
+    return rows
+
+
+def print_leave_one_out(measured: dict, simulated: dict) -> None:
+    rows = leave_one_out(measured, simulated)
+    print(f"{'variant':24s} {'fitted on all':>14s} {'left out':>9s}   host time error %")
+    for name, in_sample, out in rows:
+        print(f"{name:24s} {in_sample:+14.1f} " + (f"{out:+9.1f}" if out is not None else
+                                                   f"{'n/a':>9s}   (the only DataLoader pair)"))
+    both = [(i, o) for _, i, o in rows if o is not None]
+    print(f"mean / max |error|: fitted on all {statistics.fmean(abs(i) for i, _ in both):.1f} / "
+          f"{max(abs(i) for i, _ in both):.1f} %, each left out {statistics.fmean(abs(o) for _, o in both):.1f} / "
+          f"{max(abs(o) for _, o in both):.1f} % ({len(both)} variants)")
+
+
 def at_average_lease(variant: dict, lease: str) -> dict:
     """A measured variant's times divided by its lease's index (benchmarks/host/leases.py): what the average
     lease would have taken."""
@@ -159,7 +197,14 @@ def main() -> None:
     parser.add_argument("--simulate", action="store_true",
                         help=f"simulate the variants again and rewrite {relative(COUNTS)}")
     parser.add_argument("--specs", type=Path, default=SPECS, help="where the specs/<gpu>/ folders are (a copy: dry run)")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="print each variant's host time error with the constants fitted on the others alone; "
+                             "write nothing")
     args = parser.parse_args()
+    if args.leave_one_out:
+        measured, sim = load()
+        print_leave_one_out(measured, {n: sim[n] for n in measured})
+        return
     if args.simulate or not COUNTS.exists():
         names = [v["name"] for v in json.loads(MEASURED.read_text())["variants"]]
         COUNTS.write_text(json.dumps(simulate(names + ["llama_phases16", "llama_phases8"]), indent=1) + "\n")
@@ -175,8 +220,7 @@ def main() -> None:
         for p in phases:
             err = 100 * (pred[p] - meas[p]) / meas[p] if meas[p] else float("nan")
             print(f"{n:24s} {p:6s} {meas[p]:9.3f} {pred[p]:8.3f} {err:+6.1f}")
-        total = sum(v for p, v in pred.items() if p != "sync")  # sync: the GPU's tail, not host work
-        host = sum(v for p, v in meas.items() if p != "sync")
+        total, host = host_ms(pred), host_ms(meas)
         print(f"{n:24s} {'HOST':6s} {host:9.3f} {total:8.3f} {100 * (total - host) / host:+6.1f}  "
               f"(whole steps {min(measured[n]['step_ms']):.1f}-{max(measured[n]['step_ms']):.1f} ms)")
     print(f"\n{relative(PHASES)} (another day, not fitted): host-bound llama, phase = ms (each phase ended with a "

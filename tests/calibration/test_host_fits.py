@@ -35,6 +35,19 @@ def test_launch_bound_host_time_matches_measurements():
         assert abs(errors[name]) < 0.15, errors
 
 
+def test_each_variant_left_out_is_predicted_by_a_fit_on_the_others():
+    """Issue 27's leave-one-configuration-out error of the host model: each variant's host time from constants
+    fitted without it, which differ from the full fit's; the DataLoader pair alone has nothing else to fit on."""
+    measured, counts = fit.load()
+    rows = {name: (in_sample, out) for name, in_sample, out in fit.leave_one_out(measured,
+                                                                                  {n: counts[n] for n in measured})}
+    assert set(rows) == set(measured) and rows[fit.LOADER_PAIR][1] is None
+    left_out = {name: out for name, (_, out) in rows.items() if out is not None}
+    assert all(out != rows[name][0] for name, out in left_out.items())
+    assert statistics.fmean(abs(e) for e in left_out.values()) < 15
+    assert max(abs(e) for e in left_out.values()) < 25
+
+
 def test_a_counting_runs_phase_reads_back_as_its_counts():
     """benchmarks/host/counting.py: a phase's time in a counting run over its base is the counts' charges (10^13,
     10^10 and 10^7 ns a count), less a GPU wait of the base that the counting run's host time hid (a phase ending
