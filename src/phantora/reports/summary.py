@@ -27,7 +27,7 @@ from phantora.specs.profile import PART_NAMES
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "gemm_problems",
-               "gemm_kernel_loads", "kernel_sources", "generic_ops", "placeholders", "compiled", "warnings",
+               "gemm_kernel_loads", "kernel_sources", "kernel_ns_by_source", "generic_ops", "placeholders", "compiled", "warnings",
                "simulator_cpu_s", "simulator_peak_rss_bytes", "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
@@ -96,6 +96,12 @@ def _host_work(results: list[dict[str, Any]]) -> dict[str, float]:
         return {}
     total = _counter(counted, "host_ns_by_term")
     return {term: ns / len(counted) / NS_PER_S for term, ns in total.items()}
+
+
+def _shares(totals: Mapping[str, float]) -> dict[str, float]:
+    """Each key's share of the total, largest first; {} for nothing."""
+    whole = sum(totals.values())
+    return {k: v / whole for k, v in sorted(totals.items(), key=lambda kv: -kv[1])} if whole else {}
 
 
 def _counter(results: list[dict[str, Any]], key: str) -> dict[str, int]:
@@ -194,6 +200,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "gemm_kernel_loads": max((_int(r.get("gemm_kernel_loads")) for r in reported), default=0),
         "kernel_time_s_by_class": {k: copies * v / NS_PER_S for k, v in by_class.most_common()},
         "kernel_sources": _counter(reported, "kernel_sources"),
+        "kernel_time_share_by_source": _shares(_counter(reported, "kernel_ns_by_source")),
         "generic_ops": _counter(reported, "generic_ops"),
         "placeholder_reads": _counter(reported, "placeholders"),
         "compile": _compile(reported),
@@ -222,6 +229,10 @@ def _host_time(mode: str, scale: float, contention: str, reported: list[dict[str
     charged = [_int(r.get("host_time_measured_ns")) for r in reported]
     return {"mode": mode, "deterministic": False, "scale": scale, "contention": contention,
             "measured_s": sum(charged) / len(charged) / NS_PER_S if charged else 0.0}
+
+
+SOURCE_NAMES = {"measured": "measured kernels", "analytic": "analytic model", "generic": "generic guess"}
+"""How the summary names where kernel times came from (models/compute.py `KernelEstimate.source`)."""
 
 
 def _chip_pace(coordinator: CoordinatorState) -> dict[str, Any] | None:
@@ -323,6 +334,11 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     top = list(s["kernel_time_s_by_class"].items())[:5]
     if top:
         rows.append(("kernel time", ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in top)))
+    sources = s.get("kernel_time_share_by_source") or {}
+    if sources:
+        rows.append(("kernel sources", ", ".join(f"{SOURCE_NAMES.get(k, k)} {100 * v:.1f} %"
+                                                     for k, v in sources.items())
+                     + " of GPU time (docs/models/compute.md, Known error)"))
     if s.get("compile"):
         rows.append(("torch.compile", _compile_row(s["compile"])))
     if s["generic_ops"]:

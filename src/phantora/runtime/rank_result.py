@@ -49,6 +49,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "kernel_ns_by_class": dict(stats.kernel_ns_by_class),
         "host_ns_by_term": dict(stats.host_ns_by_term),
         "kernel_sources": dict(stats.kernel_sources),
+        "kernel_ns_by_source": dict(stats.kernel_ns_by_source),
         "generic_ops": dict(stats.generic_ops),
         "placeholders": dict(stats.placeholders),
         "compiled": dict(stats.compiled),

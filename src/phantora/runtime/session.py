@@ -67,6 +67,10 @@ class OpStats:
     """`torch.compile` (runtime/inductor.py): "regions" Dynamo compiled, "graphs" Inductor planned (forward and
     backward graphs), "kernels" in their plans, and "eager: <why>" for each region that fell back to eager."""
     kernel_sources: collections.Counter = field(default_factory=collections.Counter)
+    """Kernels by where their duration came from: "measured" (a kernel database), "analytic" (the fitted model),
+    "generic" (a memory-bound guess for an op with no model)."""
+    kernel_ns_by_source: collections.Counter = field(default_factory=collections.Counter)
+    """Their durations (alone, before interference) by the same sources: how much of the GPU time each rests on."""
     warnings: list[str] = field(default_factory=list)
     placeholders: collections.Counter = field(default_factory=collections.Counter)
     """Value-dependent results answered with placeholder values, by kind."""
@@ -367,6 +371,7 @@ class Session:
         stats.bytes_moved += estimate.bytes_moved
         stats.kernel_ns_by_class[estimate.kernel_class] += estimate.duration_ns
         stats.kernel_sources[estimate.source] += 1
+        stats.kernel_ns_by_source[estimate.source] += estimate.duration_ns
 
     def _note_generic(self, op: OpCall) -> None:
         if self.config.strict:

@@ -131,6 +131,21 @@ def test_summary_with_partial_results(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
 
 
+def test_summary_says_how_much_gpu_time_rests_on_measured_kernels(tmp_path):
+    """Issue 27's uncertainty shown to the user: the share of kernel time from the database, the analytic model and
+    the generic guess, over every rank that reported."""
+    for rank, by_source in ((0, {"measured": 600, "analytic": 200}), (1, {"measured": 100, "generic": 100})):
+        (tmp_path / f"rank{rank}").mkdir()
+        (tmp_path / f"rank{rank}" / "result.json").write_text(json.dumps({
+            "rank": rank, "exit_code": 0, "host_ns": 200, "kernel_ns_by_source": by_source}))
+    s = summarise(two_ranks(), tmp_path)
+    assert s["kernel_time_share_by_source"] == {"measured": 0.7, "analytic": 0.2, "generic": 0.1}
+    text = io.StringIO()
+    print_summary(s, file=text)
+    assert ("kernel sources    measured kernels 70.0 %, analytic model 20.0 %, generic guess 10.0 % of GPU time"
+            in text.getvalue())
+
+
 def test_summary_of_a_run_that_never_started(tmp_path):
     network = NetworkSimulator(Topology(CLUSTER))
     s = summarise(Coordinator(2, network), tmp_path, processes=[])
