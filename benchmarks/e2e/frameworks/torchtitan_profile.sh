@@ -9,18 +9,10 @@
 set -u
 out=${OUT:-/tmp/torchtitan-profiles}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [[ ! -d /tmp/tt_site ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tt_site .whl/torchtitan/*.whl
-    python3 benchmarks/workloads/torchtitan/make_synthetic_c4.py /tmp/c4_synthetic/data.json
-fi
+source "$(dirname "$0")/torchtitan_common.sh"
+tt_install
 for name in "$@"; do
-    args=$(python3 -c "
-import json, shlex, sys
-c = next(c for c in json.load(open('benchmarks/e2e/frameworks/configs.json'))['configs'] if c['name'] == sys.argv[1])
-a = c['args']
-a[a.index('--training.steps') + 1] = '7'
-print(c['world'], shlex.join(a))" "$name")
+    args=$(tt_args "$name" 7)
     world=${args%% *}
     dump=/tmp/tt_profile_$name
     echo "== $name"
