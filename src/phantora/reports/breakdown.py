@@ -33,7 +33,8 @@ class CoordinatorState(Protocol):
     representatives: tuple[int, ...]
     """The ranks that have timelines: every rank, or the representatives (protocol/symmetry.py)."""
     clock_factor: float
-    """Every GPU's GEMMs and attention at this many times their time: the job's slowest chip (models/chip_variation.py)."""
+    """Every GPU's GEMMs and attention at this many times their time: the job's slowest chip
+    (models/chip_variation.py)."""
 
     def spans(self, rank: int, stream_id: int | None = None) -> list[Span]: ...
 

@@ -48,6 +48,7 @@ def install_step_marks(session: Session) -> StepMarks:
 
     path = session.config.rank_dir / STEPS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    marks = StepMarks(session.now_ns, session.stats.intercepted_ops, open(path, "w"))  # noqa: SIM115 (open for the process's lifetime)
+    file = open(path, "w")  # noqa: SIM115 (open for the process's lifetime)
+    marks = StepMarks(session.now_ns, session.stats.intercepted_ops, file)
     register_optimizer_step_post_hook(marks)
     return marks
