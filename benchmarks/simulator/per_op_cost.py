@@ -84,7 +84,7 @@ def simulate(program: list[str], steps: int) -> Run:
         summary = json.loads((Path(out) / "summary.json").read_text())
         rank = json.loads((Path(out) / "rank0" / "result.json").read_text())
         lines = (Path(out) / "rank0" / STEPS_FILE).read_text().splitlines()
-    marks = tuple((m["ops"], m["cpu_s"]) for m in map(json.loads, lines) if m["optimizer"] == 0)
+    marks = tuple((m["ops"], m["simulator_cpu_s"]) for m in map(json.loads, lines) if m["optimizer"] == 0)
     ops = summary["kernels"] + summary["host_only_ops"] + summary["subclass_ops"]
     return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"],
                launcher_cpu_s=round(summary["simulator_cpu_s"] - rank["simulator_cpu_s"], 3), wall_s=round(wall, 2),

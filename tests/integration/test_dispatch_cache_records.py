@@ -26,8 +26,9 @@ def outputs(out_dir: Path) -> dict[str, object]:
     for path in sorted(out_dir.rglob("*")):
         if path.suffix == ".json":
             found[str(path.relative_to(out_dir))] = simulated(json.loads(path.read_text()))
-        elif path.suffix == ".jsonl":
-            found[str(path.relative_to(out_dir))] = path.read_text()
+        elif path.suffix == ".jsonl":  # a JSON object a line (ops, step marks)
+            found[str(path.relative_to(out_dir))] = [simulated(json.loads(line))
+                                                     for line in path.read_text().splitlines()]
     return found
 
 

@@ -32,7 +32,8 @@ class StepMarks:
 
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         number = self._numbers.setdefault(id(optimizer), len(self._numbers))
-        mark = {"optimizer": number, "host_ns": self._now_ns(), "ops": self._ops(), "cpu_s": _process_cpu_s()}
+        mark = {"optimizer": number, "host_ns": self._now_ns(), "ops": self._ops(),
+                "simulator_cpu_s": _process_cpu_s()}
         self._file.write(json.dumps(mark) + "\n")
         self._file.flush()
 

@@ -31,5 +31,5 @@ def test_a_mark_per_step_at_the_host_clock():
         {"optimizer": 0, "host_ns": 100, "ops": 10}, {"optimizer": 1, "host_ns": 250, "ops": 20},
         {"optimizer": 0, "host_ns": 260, "ops": 30}, {"optimizer": 1, "host_ns": 400, "ops": 40}]
     # the process's CPU time by then, from the OS: what the simulator spent (benchmarks/simulator/per_op_cost.py)
-    cpu = [line["cpu_s"] for line in lines]
+    cpu = [line["simulator_cpu_s"] for line in lines]
     assert cpu == sorted(cpu) and cpu[0] > 0
