@@ -19,8 +19,6 @@ the measurement's noise (memory-bound kernels run at HBM's clock, which does not
 
 from __future__ import annotations
 
-import bisect
-import gzip
 import json
 import math
 import statistics
@@ -30,12 +28,10 @@ from pathlib import Path
 
 from benchmarks.common.fitted import fit_parser, update_fitted
 from benchmarks.common.paths import BENCHMARKS, data_dir, relative
-from benchmarks.e2e.compare_step import real_class
+from benchmarks.e2e.compare_step import load_real, overlap_with, union
 
 CLOCKED = ("gemm", "attention")
 """Kernel classes whose time follows the SM clock (models/power.py CLOCKED_CLASSES)."""
-Kernel = tuple[str, float, float]
-"""A profiled kernel: name, start µs, duration µs."""
 
 
 def fitting_set(gpu: str) -> set[str]:
@@ -44,49 +40,28 @@ def fitting_set(gpu: str) -> set[str]:
     return {c["name"] for c in split["config"] if c["set"] == "fitting" and c["gpu"] == gpu}
 
 
-def load_kernels(path: Path) -> list[Kernel]:
-    data = json.loads(gzip.open(path).read())
-    names = data["names"]
-    return [(names[n], ts, dur) for n, _stream, ts, dur, *_ in data["kernels"]]
-
-
-def is_nccl(name: str) -> bool:
-    return name.startswith("nccl")
-
-
-def overlaps_nccl(kernels: list[Kernel]) -> list[bool]:
-    """For each kernel, whether an NCCL kernel ran at some moment of it."""
-    nccl = sorted((ts, ts + dur) for name, ts, dur in kernels if is_nccl(name))
-    starts = [start for start, _ in nccl]
-    flags = []
-    for _name, ts, dur in kernels:
-        before = bisect.bisect_right(starts, ts + dur)
-        flags.append(any(start < ts + dur and end > ts for start, end in nccl[max(0, before - 64):before]))
-    return flags
-
-
 def step_spread(config_dir: Path) -> dict[str, list[float]] | None:
     """Each GPU's summed time of the kernels of each class ("clocked", "other") that ran with no NCCL kernel beside
     them on any GPU; None unless the GPUs ran the same kernels in the same order."""
-    ranks = [load_kernels(p) for p in sorted(config_dir.glob("rank*.json.gz"))]
+    ranks = [load_real(p) for p in sorted(config_dir.glob("rank*.json.gz"))]
     if len(ranks) < 2:
         return None
     compute, alone = [], []
     for kernels in ranks:
-        flags = overlaps_nccl(kernels)
-        kept = [(k, not f) for k, f in zip(kernels, flags) if not is_nccl(k[0]) and not k[0].startswith("Mem")]
-        compute.append([k for k, _ in kept])
-        alone.append([a for _, a in kept])
+        nccl = union([(start, end) for cls, _, _, start, end in kernels if cls == "nccl"])
+        kept = [k for k in kernels if k[0] != "nccl" and not k[1].startswith("Mem")]
+        compute.append(kept)
+        alone.append([overlap_with([(k[3], k[4])], nccl) == 0.0 for k in kept])
     n = min(map(len, compute))
-    if any([k[0] for k in c[:n]] != [k[0] for k in compute[0][:n]] for c in compute):
+    if any([k[1] for k in c[:n]] != [k[1] for k in compute[0][:n]] for c in compute):
         return None
     sums = {"clocked": [0.0] * len(ranks), "other": [0.0] * len(ranks)}
     for i in range(n):
         if not all(a[i] for a in alone):
             continue
-        kind = "clocked" if real_class(compute[0][i][0]) in CLOCKED else "other"
+        kind = "clocked" if compute[0][i][0] in CLOCKED else "other"
         for r, c in enumerate(compute):
-            sums[kind][r] += c[i][2]
+            sums[kind][r] += c[i][4] - c[i][3]
     return sums
 
 

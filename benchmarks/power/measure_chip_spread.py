@@ -80,7 +80,7 @@ def worker(start_at: float, seconds: float, rounds: int) -> dict:
                     time.sleep(0.05)
             torch.cuda.synchronize()
             # the first second settles the clock: left out
-            skip = {n: len(t) * 1 // max(1, round(seconds)) for n, t in times.items()}
+            skip = {n: len(t) // max(1, round(seconds)) for n, t in times.items()}
             results.append({"phase": phase, "ms": {n: statistics.median(e0.elapsed_time(e1) for e0, e1 in t[skip[n]:])
                                                    for n, t in times.items()},
                             "kernels": {n: len(t) - skip[n] for n, t in times.items()}})

@@ -105,6 +105,7 @@ def _main_thread_pays() -> bool:
     it for ever)."""
     return not forked_from_rank() and threading.current_thread() is threading.main_thread()
 
+
 class Session:
     """Simulation state of one process (one rank, possibly several visible devices)."""
 
