@@ -22,9 +22,10 @@ a host-speed probe after each profiled step (a fixed pure-Python loop). For each
 
 Then per file and name (another version's lines), and per library: the mean over all its calls. Priced libraries:
 every site package but torch's own, whose Python the host model's other terms charge (module calls, optimizers,
-FSDP's hooks), of which the profiles ran at least MIN_FUNCTIONS functions, so that its mean can stand for the
-functions they never ran (not numpy, of which they ran one, nor the import hooks of the measuring machine's
-environment); a module's `forward` is a module call's (`module_call_ns`) and is not priced.
+FSDP's hooks), and the modules of torch no term charges (PRICED_TORCH), of which the profiles ran at least
+MIN_FUNCTIONS functions, so that its mean can stand for the functions they never ran (not numpy, of which they ran
+one, nor the import hooks of the measuring machine's environment); a module's `forward` is a module call's
+(`module_call_ns`) and is not priced.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ CONFIGS = BENCHMARKS / "host" / "python_profiles.json"
 SIMULATED_STEPS = 12
 UNPRICED = frozenset({"torch", "functorch", "torchgen", "triton", "builtin", "stdlib", "other", "examples"})
 """Code the host model charges by other terms (torch's Python), or that is not a site package."""
+PRICED_TORCH = ("torch/utils/checkpoint.py",)
+"""torch's modules whose Python no term of the host model charges, priced each as a library of its own (models/
+python_prices.py Note [Library Python]): activation checkpointing's hooks and selective checkpointing's dispatch
+modes, which run per op and per saved tensor."""
 MIN_FUNCTIONS = 20
 """Functions of a library the profiles must have run for the library to be priced."""
 MODULE_CALL = "forward"
@@ -70,7 +75,15 @@ WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep
 
 
 def priced_library(function: Function) -> bool:
-    return library_of(function) not in UNPRICED and function[2] != MODULE_CALL
+    if function[2] == MODULE_CALL:
+        return False
+    return library_of(function) not in UNPRICED or portable(function)[0] in PRICED_TORCH
+
+
+def library_key(file: str) -> str:
+    """The priced library of a file relative to the site packages: its top-level package, or the file for
+    PRICED_TORCH's (PythonPrices.library_of)."""
+    return file if file in PRICED_TORCH else file.partition("/")[0]
 
 
 def mean_host_slowdown(specs: Path) -> float:
@@ -173,13 +186,13 @@ def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True
     functions = {k: round(statistics.median_low(v)) for k, v in per_function.items()}
     seen = defaultdict(int)
     for file, _, _ in functions:
-        seen[file.partition("/")[0]] += 1
-    functions = {k: ns for k, ns in functions.items() if seen[k[0].partition("/")[0]] >= MIN_FUNCTIONS}
+        seen[library_key(file)] += 1
+    functions = {k: ns for k, ns in functions.items() if seen[library_key(k[0])] >= MIN_FUNCTIONS}
     by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for (file, line, name), ns in functions.items():
         calls = calls_per_step[(file, line, name)]
-        for total in (by_name[f"{file}:{name}"], by_library[file.partition("/")[0]]):
+        for total in (by_name[f"{file}:{name}"], by_library[library_key(file)]):
             total[0] += ns * calls
             total[1] += calls
     return {"functions": {f"{file}:{line}:{name}": ns for (file, line, name), ns in sorted(functions.items())},

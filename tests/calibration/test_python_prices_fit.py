@@ -33,6 +33,21 @@ def test_library_functions_are_priced_but_torch_and_module_forwards_are_not():
     assert not fit.priced_library(HELPER) and not fit.priced_library(ISINSTANCE)
 
 
+CHECKPOINT_MODE = (SITE + "torch/utils/checkpoint.py", 1335, "__torch_dispatch__")
+PYTREE = (SITE + "torch/utils/_pytree.py", 1278, "unflatten")
+MODE_STATS = {
+    CHECKPOINT_MODE: (2, 2, 1.0, 2.0, {}),
+    PYTREE: (2, 2, 1.0, 1.0, {CHECKPOINT_MODE: edge(1.0)}),
+}
+
+
+def test_activation_checkpointings_python_is_priced_as_a_library_of_its_own():
+    assert fit.priced_library(CHECKPOINT_MODE)  # no other term charges it
+    assert fit.library_key(fit.portable(CHECKPOINT_MODE)[0]) == "torch/utils/checkpoint.py"
+    assert not fit.priced_library(PYTREE)
+    assert fit.helper_shares(MODE_STATS)[PYTREE] == {CHECKPOINT_MODE: 1.0}  # the mode's helpers join its price
+
+
 def test_helpers_join_the_price_of_the_priced_functions_that_run_them():
     shares = fit.helper_shares(STATS)
     assert shares[HELPER] == {HOOK: 0.6}  # the forward's and torch's module call's share belong to no price

@@ -98,3 +98,15 @@ def test_a_priced_librarys_python_costs_its_measured_price(phantora):
     took = run.tagged_json("PROBE")
     assert took["priced_ns"] > 0
     assert abs(took["elapsed_ns"] - took["priced_ns"]) < 1000
+
+
+def test_selective_checkpointing_costs_its_dispatch_modes_python(phantora):
+    """Per-op selective checkpointing runs a Python `__torch_dispatch__` around every op of the checkpointed forward
+    (models/python_prices.py Note [Library Python]: torch/utils/checkpoint.py is priced): at least one for each
+    layer's GEMM, beyond what the same forward costs checkpointed without a policy."""
+    run = phantora(str(SCRIPTS / "selective_checkpoint_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("PROBE")
+    assert took["dispatch_ns"] > 0
+    assert took["selective_ns"] - took["full_ns"] >= took["layers"] * took["dispatch_ns"]
+    assert run.summary["host_work_s_by_term"]["library Python"] > 0

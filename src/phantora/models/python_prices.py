@@ -14,6 +14,15 @@ A function is named by its file relative to the site packages, its first line an
 it. Another version of a library moves lines: a function is then priced by the functions of its name in its
 file, and a function the profiles never ran by its library's mean. A library the profiles did not measure has
 no prices: its Python stays with the model's other terms, as the program's own code does.
+
+A priced library is a site package (`deepspeed`), or one module of torch whose Python no other term charges
+(`torch/utils/checkpoint.py`), named by its file: the rest of torch's Python is the model's other terms' (module
+calls, optimizers, FSDP2, DTensor), and a price for all of torch would charge it twice. Activation
+checkpointing's Python runs per op and per saved tensor: its saved-tensor hooks, the recomputation's bookkeeping,
+and per-op selective checkpointing's two dispatch modes, a Python `__torch_dispatch__` around every forward and
+recomputed op. Such a module's torch is the user's, not the measured one, and its functions are split and renamed
+between releases: a function of it the profiles never ran is priced by its name or not at all (its work moved out
+of the functions that were measured), where a package's takes the package's mean.
 """
 
 from __future__ import annotations
@@ -31,7 +40,9 @@ class PythonPrices:
     names: Mapping[str, int] = field(default_factory=dict)
     """"<file>:<name>" -> ns per call over the functions of that name in that file (another version's lines)."""
     libraries: Mapping[str, int] = field(default_factory=dict)
-    """Top-level package -> ns per call over all its measured calls (a function the profiles never ran)."""
+    """Priced library -> ns per call over all its measured calls (a function the profiles never ran): a top-level
+    package ("deepspeed"), or a module's file ("torch/utils/checkpoint.py") where the rest of its package is not
+    priced."""
     versions: Mapping[str, str] = field(default_factory=dict)
     """The version of each library that was measured."""
 
@@ -43,13 +54,25 @@ class PythonPrices:
     def price_ns(self, file: str, line: int, name: str) -> int:
         """ns per call of the function `name` at `line` of `file` (relative to the site packages); 0 where its
         library has no prices."""
-        library = file.partition("/")[0]
-        if library not in self.libraries:
+        library = self.library_of(file)
+        if library is None:
             return 0
         found = self.functions.get(f"{file}:{line}:{name}")
         if found is None:
-            found = self.names.get(f"{file}:{name}", self.libraries[library])
+            unseen = self.libraries[library] if library != file else 0
+            found = self.names.get(f"{file}:{name}", unseen)
         return found
+
+    def library_of(self, file: str) -> str | None:
+        """The priced library `file` (relative to the site packages) belongs to: its package, or the file itself."""
+        package = file.partition("/")[0]
+        if package in self.libraries:
+            return package
+        return file if file in self.libraries else None
+
+    def module_names(self) -> frozenset[str]:
+        """The importable names of the priced libraries: packages as they are, files as dotted module names."""
+        return frozenset(library.removesuffix(".py").replace("/", ".") for library in self.libraries)
 
     def scaled(self, factor: float) -> "PythonPrices":
         """Every price multiplied by `factor` (a host CPU that takes `factor` times as long)."""

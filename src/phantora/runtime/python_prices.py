@@ -69,9 +69,9 @@ def install_python_prices(session: Session) -> PricedImports | None:
     scale = session.config.host_time_scale
     price = pricer(prices.scaled(scale) if scale != 1.0 else prices)
     _install_charge(functools.partial(session.host_work, term="library Python"))
-    priced = PricedImports(frozenset(prices.libraries), price)
+    priced = PricedImports(prices.module_names(), price)
     sys.meta_path.insert(0, priced)
-    for module in [module for name, module in sys.modules.items() if name.partition(".")[0] in priced.libraries]:
+    for module in [module for name, module in sys.modules.items() if priced.prices(name)]:
         _price_loaded(module, price)
     return priced
 
@@ -97,10 +97,15 @@ class PricedImports:
 
     def __init__(self, libraries: frozenset[str], price: Callable[[CodeType], int]) -> None:
         self.libraries, self.price = libraries, price
+        """Module names: a package's covers its modules, another module's itself (`PythonPrices.module_names`)."""
+
+    def prices(self, name: str) -> bool:
+        """Whether the module `name` belongs to a priced library."""
+        return name.partition(".")[0] in self.libraries or name in self.libraries
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        if name.partition(".")[0] not in self.libraries:
+        if not self.prices(name):
             return None
         spec = find_spec_after(self, name, path, target)
         if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
@@ -115,9 +120,12 @@ def _price_loaded(module: ModuleType, price: Callable[[CodeType], int]) -> None:
     """Give the functions of an imported module, and of its classes, priced code (once: a function may be reached
     under several names)."""
     def price_function(function: object) -> None:
-        if (isinstance(function, FunctionType) and function.__module__ == module.__name__
-                and CHARGE_NAME not in function.__code__.co_names):
-            function.__code__ = priced_code(function.__code__, price)
+        # a decorated function's own code is its `__wrapped__` one's (functools.wraps; torch wraps every dispatch
+        # mode's `__torch_dispatch__`), as a module loaded with priced code has it priced
+        while isinstance(function, FunctionType) and function.__module__ == module.__name__:
+            if CHARGE_NAME not in function.__code__.co_names:
+                function.__code__ = priced_code(function.__code__, price)
+            function = getattr(function, "__wrapped__", None)
 
     for value in list(vars(module).values()):
         price_function(value)

@@ -25,6 +25,21 @@ def test_a_function_is_priced_by_its_line_then_its_name_then_its_library():
     assert PRICES.scaled(2.0).price_ns("deepspeed/utils/a.py", 1, "helper") == 1400
 
 
+def test_a_torch_module_is_priced_by_its_file_and_the_rest_of_torch_is_not():
+    prices = PythonPrices(functions={"torch/utils/checkpoint.py:10:pack_hook": 4000},
+                          names={"torch/utils/checkpoint.py:pack_hook": 3900},
+                          libraries={"torch/utils/checkpoint.py": 1700, "deepspeed": 900})
+    assert prices.price_ns("torch/utils/checkpoint.py", 10, "pack_hook") == 4000
+    assert prices.price_ns("torch/utils/checkpoint.py", 90, "pack_hook") == 3900  # another release's line
+    assert prices.price_ns("torch/utils/checkpoint.py", 50, "_new_helper") == 0  # work moved out of priced ones
+    assert prices.price_ns("deepspeed/runtime/engine.py", 5, "step") == 900  # a package's mean
+    assert prices.price_ns("torch/utils/_pytree.py", 1, "tree_map") == 0
+    assert prices.module_names() == {"torch.utils.checkpoint", "deepspeed"}
+    priced = PricedImports(prices.module_names(), lambda code: 0)
+    assert priced.prices("torch.utils.checkpoint") and priced.prices("deepspeed.runtime.engine")
+    assert not priced.prices("torch") and not priced.prices("torch.utils")
+
+
 def test_negative_prices_are_refused():
     with pytest.raises(ValueError):
         PythonPrices(libraries={"deepspeed": -1})
@@ -38,6 +53,9 @@ def test_files_are_named_relative_to_the_site_packages():
 
 
 LIBRARY = """
+import functools
+
+
 def hook(n):
     return helper(n)
 
@@ -54,6 +72,19 @@ class Engine:
 
 
 Engine.alias = staticmethod(hook)  # reached twice: as the module's and as the class's
+
+
+def wrapped(function):
+    @functools.wraps(function)
+    def wrapper(*args):
+        return function(*args)
+    return wrapper
+
+
+class Mode:  # as torch wraps a dispatch mode's `__torch_dispatch__`
+    @wrapped
+    def hook(self, n):
+        return n
 """
 
 
@@ -120,6 +151,8 @@ def test_a_library_imported_before_install_is_priced_in_place(charged):
     assert charged == [300, 300]
     engine.alias(1)
     assert charged == [300, 300, 300]  # priced once, though reached twice
+    pricedlib.Mode().hook(1)
+    assert charged == [300] * 4  # a decorated method: its own code, under the wrapper
 
 
 def test_compiled_code_has_no_charge_in_its_graph(priced_library, phantora_skipped_by_dynamo):
