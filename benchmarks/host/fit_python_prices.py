@@ -45,8 +45,9 @@ from benchmarks.host.summarize_python_profiles import (Function, Profile, in_sit
                                                       portable, step_ms)
 
 DATA = data_dir("h200", "host", "python_profiles")
-MORE_PROFILES = ("torchtitan",)
-"""Subfolders whose profiles the prices read beside the folder's own: TorchTitan's programs, taken on another lease.
+MORE_PROFILES = ("torchtitan", "checkpointing")
+"""Subfolders whose profiles the prices read beside the folder's own: TorchTitan's programs and a Transformers Trainer
+with activation checkpointing, taken on other leases.
 cProfile's cost in situ, its calibration's uncontended loop and `collective_ns` (fit_collective_calls.py) are the
 folder's own programs' alone: TorchTitan's
 alternating runs (1.3-2.8x) would move the median ratio to 2.9x, every library's prices and the c10d call's cost with
@@ -206,10 +207,11 @@ def profile_folders(data: Path) -> list[Path]:
 
 
 def versions(data: Path) -> dict[str, str]:
-    """The measured libraries' versions, from versions.txt's line "torch X transformers Y deepspeed Z ..."."""
+    """The measured libraries' versions, from versions.txt's line "torch X transformers Y deepspeed Z ..." ("-" for one
+    the machine lacked)."""
     line = next(l for l in (data / "versions.txt").read_text().splitlines() if l.startswith("torch "))
     words = line.split()
-    return {k.removesuffix("-core"): v for k, v in zip(words[::2], words[1::2]) if k != "torch"}
+    return {k.removesuffix("-core"): v for k, v in zip(words[::2], words[1::2]) if k != "torch" and v != "-"}
 
 
 def simulate_profiled(data: Path, names: list[str]) -> None:

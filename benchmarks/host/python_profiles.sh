@@ -16,7 +16,14 @@ python3 -m benchmarks.common.env "$work" --script benchmarks/host/python_profile
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$work/gpus.csv"
 lscpu > "$work/lscpu.txt"
-python3 -c "import torch, transformers, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" > "$work/versions.txt" 2>&1
+python3 -c "
+import importlib.metadata as m
+def version(name):  # '-' for a framework this machine lacks
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return '-'
+print(' '.join(f'{n} {version(n)}' for n in ('torch', 'transformers', 'deepspeed', 'megatron-core')))" > "$work/versions.txt" 2>&1
 configs=benchmarks/host/python_profiles.json
 field() {  # name key: one field of a configuration, its words on one line
     python3 -c "import json, sys; c = {c['name']: c for c in json.load(open('$configs'))['configs']}[sys.argv[1]]; \

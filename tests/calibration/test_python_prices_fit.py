@@ -86,3 +86,8 @@ def test_cprofiles_cost_in_situ_comes_off_the_prices():
                       calibration_loop_ns=25.0, probe_us=5000.0)
     prices = [fit.run_prices(profile, 5000.0, 25.0, 1.0, in_situ, inclusive=False)[HOOK][1] for in_situ in (1.0, 3.0)]
     assert prices == [9900.0, 9700.0]  # 10 µs a call, less 100 ns calibrated, or three times that in situ
+
+
+def test_a_framework_the_measuring_machine_lacked_has_no_version(tmp_path):
+    (tmp_path / "versions.txt").write_text("a warning\ntorch 2.11.0 transformers 5.24.0 deepspeed 0.19.8 megatron-core -\n")
+    assert fit.versions(tmp_path) == {"transformers": "5.24.0", "deepspeed": "0.19.8"}
