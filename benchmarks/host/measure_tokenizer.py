@@ -13,11 +13,14 @@ tokenizer) does it on the rank's main thread between steps, while the GPU waits.
   about one token per character, what the TorchTitan rows of the accuracy table ran) and a 32k-id BPE trained on the
   same corpus (`tokenizers`' own trainer, deterministic: about 4.5 characters per token, as real tokenizers give);
 - `encode_long`: texts of 1k to 256k characters made of those documents, to show whether the time stays linear;
-- `torchtitan_sample` (where TorchTitan is importable): one 4096-token sample from its `HuggingFaceTextDataset`
+- `torchtitan_sample` (where TorchTitan is importable): samples of 1k to 8k tokens from its `HuggingFaceTextDataset`
   (read, tokenize, build the tensor), to say how much of a sample the tokenizer is.
 
-Each case: one warm-up call, then the median of REPEATS timed calls. A host-speed probe
-(benchmarks/common/host_probe.py) runs before and after, to bring the times to the reference host.
+Each text: its first `encode`, as a data pipeline's (the fit reads it), and the median of REPEATS more calls of the
+same text (10-25 % faster: its data stay in the CPU's caches), and right after them the host-speed probe's
+Python loop (`probe_us`: these VMs' hosts move between uncontended and contended within seconds, so a probe taken
+minutes away says little about a row). A probe in a process of its own (benchmarks/common/host_probe.py) also runs
+before and after.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from pathlib import Path
 
 from benchmarks.common.host_probe import median_call_s, probe_apart
 from benchmarks.common.paths import BENCHMARKS
+from benchmarks.workloads.timeline import python_loop_probe_us
 
 REPEATS = 5
 DOCUMENTS = 300
 LONG_CHARS = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]
+SAMPLE_TOKENS = [1024, 2048, 4096, 8192]
 TOKENIZER_DIR = BENCHMARKS / "workloads" / "torchtitan"
 CORPUS = Path("/tmp/c4_synthetic/data.json")
 
@@ -60,11 +65,16 @@ def tokenizers_measured(texts: list[str]) -> dict:
 
 
 def encode_rows(tokenizer, texts: list[str], case: str, name: str) -> list[dict]:
+    """Each text's first `encode` (`seconds`: a data pipeline encodes each document once, after others), then the
+    median of REPEATS more of the same text (`seconds_repeated`: the caches warm with that text), then the probe."""
     rows = []
     for text in texts:
-        seconds = median_call_s(lambda: tokenizer.encode(text), REPEATS)
+        start = time.perf_counter()
+        tokens = len(tokenizer.encode(text).ids)
+        first = time.perf_counter() - start
+        repeated = median_call_s(lambda: tokenizer.encode(text), REPEATS, warmup=0)
         rows.append({"case": case, "tokenizer": name, "chars": len(text), "bytes": len(text.encode()),
-                     "tokens": len(tokenizer.encode(text).ids), "seconds": seconds})
+                     "tokens": tokens, "seconds": first, "seconds_repeated": repeated, "probe_us": python_loop_probe_us()})
     return rows
 
 
@@ -75,22 +85,28 @@ def long_texts(texts: list[str]) -> list[str]:
     return [joined[:n] for n in LONG_CHARS]
 
 
-def torchtitan_sample_rows(samples: int = 64) -> list[dict]:
-    """Seconds per 4096-token sample of TorchTitan's text dataset over the same corpus, where it is installed."""
+def torchtitan_sample_rows(tokens_per_batch: int = 1 << 18) -> list[dict]:
+    """Seconds per sample of TorchTitan's text dataset over the same corpus at each of SAMPLE_TOKENS (as many samples
+    as make `tokens_per_batch` tokens), where it is installed."""
     try:
         from torchtitan.components.tokenizer import HuggingFaceTokenizer
         from torchtitan.hf_datasets.text_datasets import HuggingFaceTextDataset
     except ImportError:
         return []
     tokenizer = HuggingFaceTokenizer(str(TOKENIZER_DIR))
-    dataset = HuggingFaceTextDataset("c4_test", str(CORPUS.parent), tokenizer, seq_len=4096, infinite=True)
-    batches = iter(dataset)
-    for _ in range(8):
-        next(batches)
-    start = time.perf_counter()
-    for _ in range(samples):
-        next(batches)
-    return [{"case": "torchtitan_sample", "tokens": 4096, "seconds": (time.perf_counter() - start) / samples}]
+    rows = []
+    for seq in SAMPLE_TOKENS:
+        dataset = HuggingFaceTextDataset("c4_test", str(CORPUS.parent), tokenizer, seq_len=seq, infinite=True)
+        batches = iter(dataset)
+        for _ in range(8):
+            next(batches)
+        samples = tokens_per_batch // seq
+        start = time.perf_counter()
+        for _ in range(samples):
+            next(batches)
+        rows.append({"case": "torchtitan_sample", "tokens": seq, "seconds": (time.perf_counter() - start) / samples,
+                     "probe_us": python_loop_probe_us()})
+    return rows
 
 
 def main() -> None:
@@ -110,7 +126,7 @@ def main() -> None:
               f"{sum(r['tokens'] for r in picked) / chars:.3f} tokens/char", flush=True)
     for r in rows:
         if r["case"] == "torchtitan_sample":
-            print(f"torchtitan sample of 4096 tokens: {r['seconds'] * 1e3:.2f} ms", flush=True)
+            print(f"torchtitan sample of {r['tokens']} tokens: {r['seconds'] * 1e3:.2f} ms", flush=True)
     import tokenizers
     result = {"tokenizers": tokenizers.__version__,
               "cpus": len(os.sched_getaffinity(0)), "probes": [before, after], "rows": rows}

@@ -61,3 +61,20 @@ def test_a_counting_runs_phase_reads_back_as_its_counts():
     assert decode(3.0, 3.0 + charges_ms - 2.9, counted) == {"nodes": 1530, "calls": 284, "steps": 1}
     with pytest.raises(RuntimeError, match="not a whole count"):
         decode(2.0, 2.0 + charges_ms + 3.0, counted)
+
+
+def test_the_tokenizer_fit_reads_each_documents_first_encode_at_the_speed_of_its_own_probe():
+    from pathlib import Path
+
+    from benchmarks.host import fit_tokenizer
+    from benchmarks.host.fit_contention import uncontended_probe_us
+
+    specs = Path(fit_tokenizer.__file__).parents[2] / "src" / "phantora" / "specs"
+    unc = uncontended_probe_us()
+    row = {"case": "encode", "chars": 1000, "tokens": 800, "seconds": 1e-3, "seconds_repeated": 7e-4}
+    fast, slow = fit_tokenizer.at_mean_host([{**row, "probe_us": unc}, {**row, "probe_us": 2 * unc}], specs)
+    assert slow["seconds"] == pytest.approx(fast["seconds"] / 2)  # the same time on a host twice as slow
+    assert fast["seconds"] > row["seconds"]  # the mean host is slower than the uncontended one
+    per_char, per_token = fit_tokenizer.fit(fit_tokenizer.at_mean_host(
+        [{**row, "probe_us": unc}, {**row, "chars": 2000, "tokens": 500, "probe_us": unc}], specs))
+    assert per_char * 1000 + per_token * 800 == pytest.approx(fast["seconds"])  # the first encode, not the repeats

@@ -65,8 +65,9 @@ tokenizers and TorchTitan's call) pays `tokenize_char_ns` per character it reads
 it returns, charged as the call returns (runtime/python_costs.py). Two terms because tokenizers differ in tokens per
 character: per character the byte-level pre-tokenizer and normalizer work, per token the vocabulary's lookups and
 merges and the encoding's arrays. Fitted on two byte-level BPE tokenizers (one about a token per character, one
-about 4.5 characters per token) over documents of 0.4-4.5k characters: within 4-13 % of each's total
-(benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts beyond about 16k characters
+about 4.5 characters per token) over documents of 0.4-4.5k characters, each document's first encode, as a pipeline
+encodes it (the same text again runs 1.4x faster, its data in the CPU's caches), each at the host speed a probe gave
+right after it: within 1.4 % of each's total (benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts beyond about 16k characters
 take longer per character (1.7x at 256k); `encode_batch` is charged as its texts one after another, as with
 `TOKENIZERS_PARALLELISM=false` (its Rust threads would run them side by side on a host with cores to spare);
 other tokenizer libraries (tiktoken, sentencepiece). The Python around the tokenizer (TorchTitan's token buffer and
@@ -214,10 +215,10 @@ class HostConstants:
     cpu_page_fault_ns: int = 2454
     """Per 4 KiB page of a CPU tensor op's new output above glibc's mmap threshold: a fresh mapping whose pages
     fault in on first touch."""
-    tokenize_char_ns: int = 218
+    tokenize_char_ns: int = 457
     """Per character of text a Hugging Face `tokenizers` encoder reads: normalizing, the byte-level pre-tokenizer's
     regex and byte mapping (Note [Tokenizing on the host]; benchmarks/host/fit_tokenizer.py)."""
-    tokenize_token_ns: int = 159
+    tokenize_token_ns: int = 141
     """... and per token it returns: the model's word lookups and merges, the encoding's ids, offsets and masks."""
     python_element_ns: int = 79
     """Per element of Python data stored into a new CPU tensor (`torch.tensor(list)`, `torch.LongTensor(list)`):
