@@ -9,8 +9,9 @@ had intercepted and its process's CPU time, and the cost is their growth from th
 (µs of CPU per intercepted op: FakeTensorMode's propagation, Phantora's recording, costing and transport), free of
 the start-up (interpreter and torch import, shim install, model construction), whose CPU moves by a second between
 runs of the same code on this machine: the difference of two whole runs, which this benchmark took before, carried
-that noise into the cost (tens of µs per op). The launcher's (coordinator, records) cost per op is the difference of
-its CPU between the two runs over the difference of their ops. **Start-up** is what the short run's whole CPU
+that noise into the cost (tens of µs per op). The launcher's (coordinator, records) cost per op is read the same
+way from the launcher's CPU time that each mark also carries (where the marks lack it: the difference of its CPU
+between the two runs over the difference of their ops). **Start-up** is what the short run's whole CPU
 leaves over its ops at the marginal cost. Each step count runs `--repeat` times and the run with the least CPU
 counts (other processes on a shared machine only add to it). The workloads:
 
@@ -56,8 +57,8 @@ class Run:
     cpu_s: float
     launcher_cpu_s: float
     wall_s: float
-    marks: tuple[tuple[int, float], ...]
-    """Rank 0's (ops, process CPU s) at the end of each optimizer step."""
+    marks: tuple[tuple[int, float, float | None], ...]
+    """Rank 0's (ops, process CPU s, the launcher's CPU s) at the end of each optimizer step."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def simulate(program: list[str], steps: int) -> Run:
         summary = json.loads((Path(out) / "summary.json").read_text())
         rank = json.loads((Path(out) / "rank0" / "result.json").read_text())
         lines = (Path(out) / "rank0" / STEPS_FILE).read_text().splitlines()
-    marks = tuple((m["ops"], m["simulator_cpu_s"]) for m in map(json.loads, lines) if m["optimizer"] == 0)
+    marks = tuple((m["ops"], m["simulator_cpu_s"], m.get("launcher_cpu_s")) for m in map(json.loads, lines)
+                  if m["optimizer"] == 0)
     ops = summary["kernels"] + summary["host_only_ops"] + summary["subclass_ops"]
     return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"],
                launcher_cpu_s=round(summary["simulator_cpu_s"] - rank["simulator_cpu_s"], 3), wall_s=round(wall, 2),
@@ -96,16 +98,21 @@ def least_cpu(program: list[str], steps: int, repeat: int) -> Run:
     return min((simulate(program, steps) for _ in range(repeat)), key=lambda run: run.cpu_s)
 
 
-def rank_cost_per_op_s(run: Run, after_step: int) -> float:
-    """Rank 0's CPU per intercepted op from the end of step `after_step` to its last step."""
-    (ops_a, cpu_a), (ops_b, cpu_b) = run.marks[after_step - 1], run.marks[-1]
-    return (cpu_b - cpu_a) / (ops_b - ops_a)
+def cost_per_op_s(run: Run, after_step: int, process: int) -> float | None:
+    """CPU per intercepted op of rank 0 (`process` 1) or the launcher (2) from the end of step `after_step` to the
+    last step; None where the marks lack it."""
+    first, last = run.marks[after_step - 1], run.marks[-1]
+    if first[process] is None or last[process] is None:
+        return None
+    return (last[process] - first[process]) / (last[0] - first[0])
 
 
 def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
     first, second = least_cpu(WORKLOADS[workload], few, repeat), least_cpu(WORKLOADS[workload], many, repeat)
-    rank_s = rank_cost_per_op_s(second, few)
-    launcher_s = (second.launcher_cpu_s - first.launcher_cpu_s) / (second.ops - first.ops)
+    rank_s = cost_per_op_s(second, few, 1)
+    launcher_s = cost_per_op_s(second, few, 2)
+    if launcher_s is None:  # no launcher CPU in the marks: the two runs' difference, start-up noise and all
+        launcher_s = (second.launcher_cpu_s - first.launcher_cpu_s) / (second.ops - first.ops)
     per_op_s = rank_s + launcher_s
     return Cost(workload, (first, second), round(rank_s * 1e6, 1), round(launcher_s * 1e6, 1),
                 round(per_op_s * 1e6, 1), round(first.cpu_s - per_op_s * first.ops, 2))

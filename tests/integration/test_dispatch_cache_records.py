@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import SCRIPTS
 
 MEASURED_HERE = {"simulator_wall_s", "simulator_cpu_s", "simulator_peak_rss_gib", "launcher_peak_rss_gib",
-                 "simulator_peak_rss_bytes", "simulator_records"}
+                 "simulator_peak_rss_bytes", "simulator_records", "launcher_cpu_s"}
 """The simulator's own cost on this machine (records: how the rank batched them), not simulated numbers."""
 
 

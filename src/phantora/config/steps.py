@@ -1,10 +1,10 @@
 """The training steps a rank marks: `<out>/rank<N>/steps.jsonl`, written by the rank (runtime/steps.py) and read
 by the reports (reports/steps.py).
 
-One JSON object a line, `{"optimizer": I, "host_ns": T, "ops": N, "simulator_cpu_s": C}`: the simulated host clock
-when optimizer I (numbered in the order the program first stepped them) finished a `step()`, and the ops the rank
-had intercepted and the CPU seconds its process had spent by then (the simulator's own cost on this machine, not a
-simulated number). The end of an optimizer step is where every training loop's step ends, whatever the framework
+One JSON object a line, `{"optimizer": I, "host_ns": T, "ops": N, "simulator_cpu_s": C, "launcher_cpu_s": L}`: the
+simulated host clock when optimizer I (numbered in the order the program first stepped them) finished a `step()`,
+and the ops the rank had intercepted and the CPU seconds its process and the launcher's (null where unknown) had spent
+by then (the simulator's own cost on this machine, not simulated numbers). The end of an optimizer step is where every training loop's step ends, whatever the framework
 (gradient accumulation steps once per global batch), so the time between two marks of one optimizer is the program's
 step time.
 """

@@ -5,19 +5,22 @@ DeepSpeed's optimizers step a torch optimizer inside), so no framework needs its
 appended to `<out>/rank<N>/steps.jsonl` and flushed, so a run that crashes keeps the steps it made; the file is
 emptied when the rank starts, so an earlier run's marks never mix in.
 
-Each mark also carries what the simulator had spent by then: the rank's intercepted ops and its process's CPU
-time. Their differences between two marks are the simulator's own cost of those steps, free of the start-up
-(benchmarks/simulator/per_op_cost.py).
+Each mark also carries what the simulator had spent by then: the rank's intercepted ops, its process's CPU time,
+and the launcher's (its coordinator's and records' work for every rank, read from /proc where the launcher said
+its process id). Their differences between two marks are the simulator's own cost of those steps, free of the
+start-up (benchmarks/simulator/per_op_cost.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from phantora.config.steps import STEPS_FILE
+from phantora.runtime.bootstrap import LAUNCHER_PID_ENV_VAR
 from phantora.runtime.session import Session
 
 
@@ -33,7 +36,7 @@ class StepMarks:
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         number = self._numbers.setdefault(id(optimizer), len(self._numbers))
         mark = {"optimizer": number, "host_ns": self._now_ns(), "ops": self._ops(),
-                "simulator_cpu_s": _process_cpu_s()}
+                "simulator_cpu_s": _process_cpu_s(), "launcher_cpu_s": launcher_cpu_s()}
         self._file.write(json.dumps(mark) + "\n")
         self._file.flush()
 
@@ -42,6 +45,23 @@ def _process_cpu_s() -> float:
     """The process's CPU time from the OS (the virtual clock may stand in for `time.process_time`)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def launcher_cpu_s() -> float | None:
+    """The launcher process's CPU time (user and system, all its threads), None where it cannot be read (no launcher
+    named in the environment, no /proc)."""
+    pid = os.environ.get(LAUNCHER_PID_ENV_VAR)
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, the 14th and 15th fields
 
 
 def install_step_marks(session: Session) -> StepMarks:

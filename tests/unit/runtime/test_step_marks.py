@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import resource
+
+import pytest
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -33,3 +37,17 @@ def test_a_mark_per_step_at_the_host_clock():
     # the process's CPU time by then, from the OS: what the simulator spent (benchmarks/simulator/per_op_cost.py)
     cpu = [line["simulator_cpu_s"] for line in lines]
     assert cpu == sorted(cpu) and cpu[0] > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the launcher's CPU is read from /proc")
+def test_a_mark_carries_the_launchers_cpu_where_the_launcher_named_its_process(monkeypatch):
+    from phantora.runtime.bootstrap import LAUNCHER_PID_ENV_VAR
+    from phantora.runtime.steps import launcher_cpu_s
+
+    monkeypatch.delenv(LAUNCHER_PID_ENV_VAR, raising=False)
+    assert launcher_cpu_s() is None
+    monkeypatch.setenv(LAUNCHER_PID_ENV_VAR, str(os.getpid()))  # this process stands in for the launcher
+    sum(i * i for i in range(300_000))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    assert launcher_cpu_s() == pytest.approx(usage.ru_utime + usage.ru_stime, abs=0.05)
+
