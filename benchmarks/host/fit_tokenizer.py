@@ -9,8 +9,8 @@ two tokenizers pin the two terms. Texts longer than the documents (16k character
 character than this (the fit prints them); the fit leaves them out.
 
 Each document's first `encode` is fitted (a data pipeline encodes each document once; the same text again runs
-10-25 % faster), taken to the mean host as the host model's other constants are: times the uncontended hosts' probe
-over the probe taken right after it, times the mean contended host's slowdown.
+about 1.4x faster), taken to the mean host as the host model's other constants are: times the uncontended hosts'
+probe over the probe taken right after it, times the mean contended host's slowdown.
 
     python -m benchmarks.host.fit_tokenizer [--dry-run]
 """

@@ -17,10 +17,10 @@ tokenizer) does it on the rank's main thread between steps, while the GPU waits.
   (read, tokenize, build the tensor), to say how much of a sample the tokenizer is.
 
 Each text: its first `encode`, as a data pipeline's (the fit reads it), and the median of REPEATS more calls of the
-same text (10-25 % faster: its data stay in the CPU's caches), and right after them the host-speed probe's
-Python loop (`probe_us`: these VMs' hosts move between uncontended and contended within seconds, so a probe taken
-minutes away says little about a row). A probe in a process of its own (benchmarks/common/host_probe.py) also runs
-before and after.
+same text (about 1.4x faster on the H200 hosts: its data stay in the CPU's caches), and right after them the
+host-speed probe's Python loop (`probe_us`: these VMs' hosts move between uncontended and contended within seconds,
+so a probe taken minutes away says little about a row). A probe in a process of its own
+(benchmarks/common/host_probe.py) also runs before and after.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def encode_rows(tokenizer, texts: list[str], case: str, name: str) -> list[dict]
         first = time.perf_counter() - start
         repeated = median_call_s(lambda: tokenizer.encode(text), REPEATS, warmup=0)
         rows.append({"case": case, "tokenizer": name, "chars": len(text), "bytes": len(text.encode()),
-                     "tokens": tokens, "seconds": first, "seconds_repeated": repeated, "probe_us": python_loop_probe_us()})
+                     "tokens": tokens, "seconds": first, "seconds_repeated": repeated,
+                     "probe_us": python_loop_probe_us()})
     return rows
 
 

@@ -89,5 +89,6 @@ def test_cprofiles_cost_in_situ_comes_off_the_prices():
 
 
 def test_a_framework_the_measuring_machine_lacked_has_no_version(tmp_path):
-    (tmp_path / "versions.txt").write_text("a warning\ntorch 2.11.0 transformers 5.24.0 deepspeed 0.19.8 megatron-core -\n")
+    line = "torch 2.11.0 transformers 5.24.0 deepspeed 0.19.8 megatron-core -"
+    (tmp_path / "versions.txt").write_text(f"a warning\n{line}\n")
     assert fit.versions(tmp_path) == {"transformers": "5.24.0", "deepspeed": "0.19.8"}

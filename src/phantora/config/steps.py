@@ -2,11 +2,11 @@
 by the reports (reports/steps.py).
 
 One JSON object a line, `{"optimizer": I, "host_ns": T, "ops": N, "simulator_cpu_s": C, "launcher_cpu_s": L}`: the
-simulated host clock when optimizer I (numbered in the order the program first stepped them) finished a `step()`,
-and the ops the rank had intercepted and the CPU seconds its process and the launcher's (null where unknown) had spent
-by then (the simulator's own cost on this machine, not simulated numbers). The end of an optimizer step is where every training loop's step ends, whatever the framework
-(gradient accumulation steps once per global batch), so the time between two marks of one optimizer is the program's
-step time.
+simulated host clock when optimizer I (numbered in the order the program first stepped them) finished a `step()`, and
+the ops the rank had intercepted and the CPU seconds its process and the launcher's (null where unknown) had spent by
+then (the simulator's own cost on this machine, not simulated numbers). The end of an optimizer step is where every
+training loop's step ends, whatever the framework (gradient accumulation steps once per global batch), so the time
+between two marks of one optimizer is the program's step time.
 """
 
 from __future__ import annotations

@@ -64,15 +64,15 @@ each call of Hugging Face `tokenizers`' encoders (`Tokenizer.encode`, `encode_ba
 tokenizers and TorchTitan's call) pays `tokenize_char_ns` per character it reads and `tokenize_token_ns` per token
 it returns, charged as the call returns (runtime/python_costs.py). Two terms because tokenizers differ in tokens per
 character: per character the byte-level pre-tokenizer and normalizer work, per token the vocabulary's lookups and
-merges and the encoding's arrays. Fitted on two byte-level BPE tokenizers (one about a token per character, one
-about 4.5 characters per token) over documents of 0.4-4.5k characters, each document's first encode, as a pipeline
-encodes it (the same text again runs 1.4x faster, its data in the CPU's caches), each at the host speed a probe gave
-right after it: within 1.4 % of each's total (benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts beyond about 16k characters
-take longer per character (1.7x at 256k); `encode_batch` is charged as its texts one after another, as with
-`TOKENIZERS_PARALLELISM=false` (its Rust threads would run them side by side on a host with cores to spare);
-other tokenizer libraries (tiktoken, sentencepiece). The Python around the tokenizer (TorchTitan's token buffer and
-sample tensors, about as long again as the tokenizer in its sample) is a library's Python: TorchTitan's is priced
-(models/python_prices.py Note [Library Python]), a program's own is not.
+merges and the encoding's arrays. Fitted on two byte-level BPE tokenizers (one about a token per character, one about
+4.5 characters per token) over documents of 0.4-4.5k characters, each document's first encode, as a pipeline encodes it
+(the same text again runs 1.4x faster, its data in the CPU's caches), each at the host speed a probe gave right after
+it: within 1.4 % of each's total (benchmarks/host/fit_tokenizer.py on data/h200/host/tokenizer). Not modelled: texts
+beyond about 16k characters take longer per character (1.2-1.4x at 64-256k); `encode_batch` is charged as its texts one
+after another, as with `TOKENIZERS_PARALLELISM=false` (its Rust threads would run them side by side on a host with cores
+to spare); other tokenizer libraries (tiktoken, sentencepiece). The Python around the tokenizer (TorchTitan's token
+buffer and sample tensors: little beside the tokenizer and the sample's tensor in its samples of 1-8k tokens) is a
+library's Python: TorchTitan's is priced (models/python_prices.py Note [Library Python]), a program's own is not.
 """
 
 from __future__ import annotations
