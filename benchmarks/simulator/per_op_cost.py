@@ -35,6 +35,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from benchmarks.common.env import cpu_model, write_meta
 from benchmarks.common.paths import REPO
@@ -50,6 +51,12 @@ WORKLOADS: dict[str, list[str]] = {
 """Workload -> the program and its arguments (`--steps N` is added)."""
 
 
+class Mark(NamedTuple):
+    ops: int
+    rank_cpu_s: float
+    launcher_cpu_s: float | None
+
+
 @dataclass(frozen=True)
 class Run:
     steps: int
@@ -57,8 +64,8 @@ class Run:
     cpu_s: float
     launcher_cpu_s: float
     wall_s: float
-    marks: tuple[tuple[int, float, float | None], ...]
-    """Rank 0's (ops, process CPU s, the launcher's CPU s) at the end of each optimizer step."""
+    marks: tuple[Mark, ...]
+    """Rank 0's marks at the end of each optimizer step."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ def simulate(program: list[str], steps: int) -> Run:
         summary = json.loads((Path(out) / "summary.json").read_text())
         rank = json.loads((Path(out) / "rank0" / "result.json").read_text())
         lines = (Path(out) / "rank0" / STEPS_FILE).read_text().splitlines()
-    marks = tuple((m["ops"], m["simulator_cpu_s"], m.get("launcher_cpu_s")) for m in map(json.loads, lines)
+    marks = tuple(Mark(m["ops"], m["simulator_cpu_s"], m.get("launcher_cpu_s")) for m in map(json.loads, lines)
                   if m["optimizer"] == 0)
     ops = summary["kernels"] + summary["host_only_ops"] + summary["subclass_ops"]
     return Run(steps=steps, ops=ops, cpu_s=summary["simulator_cpu_s"],
@@ -98,19 +105,19 @@ def least_cpu(program: list[str], steps: int, repeat: int) -> Run:
     return min((simulate(program, steps) for _ in range(repeat)), key=lambda run: run.cpu_s)
 
 
-def cost_per_op_s(run: Run, after_step: int, process: int) -> float | None:
-    """CPU per intercepted op of rank 0 (`process` 1) or the launcher (2) from the end of step `after_step` to the
-    last step; None where the marks lack it."""
+def cost_per_op_s(run: Run, after_step: int, cpu: str) -> float | None:
+    """CPU per intercepted op (`cpu`: a Mark field, the rank's or the launcher's) from the end of step `after_step`
+    to the last step; None where the marks lack it."""
     first, last = run.marks[after_step - 1], run.marks[-1]
-    if first[process] is None or last[process] is None:
+    if getattr(first, cpu) is None or getattr(last, cpu) is None:
         return None
-    return (last[process] - first[process]) / (last[0] - first[0])
+    return (getattr(last, cpu) - getattr(first, cpu)) / (last.ops - first.ops)
 
 
 def measure(workload: str, few: int, many: int, repeat: int) -> Cost:
     first, second = least_cpu(WORKLOADS[workload], few, repeat), least_cpu(WORKLOADS[workload], many, repeat)
-    rank_s = cost_per_op_s(second, few, 1)
-    launcher_s = cost_per_op_s(second, few, 2)
+    rank_s = cost_per_op_s(second, few, "rank_cpu_s")
+    launcher_s = cost_per_op_s(second, few, "launcher_cpu_s")
     if launcher_s is None:  # no launcher CPU in the marks: the two runs' difference, start-up noise and all
         launcher_s = (second.launcher_cpu_s - first.launcher_cpu_s) / (second.ops - first.ops)
     per_op_s = rank_s + launcher_s

@@ -64,6 +64,7 @@ from pathlib import Path
 from benchmarks.common.paths import BENCHMARKS, DATA, REPO
 from benchmarks.e2e import groundtruth
 from benchmarks.e2e.published import torchtitan_llama3 as published
+from phantora.config.steps import process_cpu_s
 
 WORKLOAD = BENCHMARKS / "workloads" / "llama_train.py"
 OUT_DIR = DATA / "simulator" / "scale"
@@ -112,15 +113,6 @@ def _status_kib(pid: int) -> dict[str, int] | None:
         if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
             out[key] = int(value.split()[0])
     return out if "VmRSS" in out else None  # a zombie has no memory lines
-
-
-def _cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
 
 
 def _pss_kib(pid: int) -> int | None:
@@ -221,7 +213,7 @@ class TreeSampler(threading.Thread):
             else:  # a rank (or something it started; `phantora run` sets no RANK: key it by pid)
                 key = rank if rank is not None else -pid
                 st.rank_hwm[key] = max(st.rank_hwm.get(key, 0), hwm)
-            cpu = _cpu_s(pid)
+            cpu = process_cpu_s(pid)
             if cpu is not None:
                 self._cpu[pid] = cpu
         footprint = anon_sum + shared_max

@@ -1,11 +1,15 @@
 """The host model's context terms: what benchmarks/host/fit_context.py fits on the launch-bound steps measured on
-the H200 (data/h200/host/launch_bound/) is what the model ships, and the model predicts those steps."""
+the H200 (data/h200/host/launch_bound/) is what the model ships, and the model predicts those steps; the tokenizer's
+fit (benchmarks/host/fit_tokenizer.py)."""
 
 import statistics
 
 import pytest
 
+from benchmarks.common.paths import REPO
 from benchmarks.host import fit_context as fit
+from benchmarks.host import fit_tokenizer
+from benchmarks.host.fit_contention import uncontended_probe_us
 from phantora.specs import load_profile
 
 H200_HOST = load_profile("h200").host.value
@@ -64,12 +68,7 @@ def test_a_counting_runs_phase_reads_back_as_its_counts():
 
 
 def test_the_tokenizer_fit_reads_each_documents_first_encode_at_the_speed_of_its_own_probe():
-    from pathlib import Path
-
-    from benchmarks.host import fit_tokenizer
-    from benchmarks.host.fit_contention import uncontended_probe_us
-
-    specs = Path(fit_tokenizer.__file__).parents[2] / "src" / "phantora" / "specs"
+    specs = REPO / "src" / "phantora" / "specs"
     unc = uncontended_probe_us()
     row = {"case": "encode", "chars": 1000, "tokens": 800, "seconds": 1e-3, "seconds_repeated": 7e-4}
     fast, slow = fit_tokenizer.at_mean_host([{**row, "probe_us": unc}, {**row, "probe_us": 2 * unc}], specs)

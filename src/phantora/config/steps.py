@@ -11,4 +11,19 @@ between two marks of one optimizer is the program's step time.
 
 from __future__ import annotations
 
+import os
+
 STEPS_FILE = "steps.jsonl"
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_s(pid: int | str) -> float | None:
+    """A process's CPU time (user and system, all its threads) from /proc, None where it cannot be read (gone, or no
+    /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, the 14th and 15th fields

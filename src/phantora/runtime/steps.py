@@ -19,7 +19,7 @@ import resource
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from phantora.config.steps import STEPS_FILE
+from phantora.config.steps import STEPS_FILE, process_cpu_s
 from phantora.runtime.bootstrap import LAUNCHER_PID_ENV_VAR
 from phantora.runtime.session import Session
 
@@ -47,21 +47,11 @@ def _process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 def launcher_cpu_s() -> float | None:
-    """The launcher process's CPU time (user and system, all its threads), None where it cannot be read (no launcher
-    named in the environment, no /proc)."""
+    """The launcher process's CPU time, None where it cannot be read (no launcher named in the environment, no
+    /proc)."""
     pid = os.environ.get(LAUNCHER_PID_ENV_VAR)
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, the 14th and 15th fields
+    return None if pid is None else process_cpu_s(pid)
 
 
 def install_step_marks(session: Session) -> StepMarks:
