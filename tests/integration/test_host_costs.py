@@ -100,6 +100,17 @@ def test_a_priced_librarys_python_costs_its_measured_price(phantora):
     assert abs(took["elapsed_ns"] - took["priced_ns"]) < 1000
 
 
+def test_ops_a_priced_function_issues_by_operator_syntax_are_in_its_price(phantora):
+    """runtime/python_prices.py Note [Ops in a price]: Transformers' rotary embedding costs its price and the C
+    functions it calls, not the kernels and views it issues by operator syntax beside them."""
+    run = phantora(str(SCRIPTS / "library_ops_probe.py"), extra=MEAN_HOST)
+    assert run.code == 0, run.stderr
+    took = run.tagged_json("PROBE")
+    assert took["priced_ns"] > 0 and took["calls_ns"] > 0
+    assert abs(took["elapsed_ns"] - took["priced_ns"] - took["calls_ns"]) < 1000
+    assert run.summary["ops_in_library_python"] >= 100 * 12
+
+
 def test_selective_checkpointing_costs_its_dispatch_modes_python(phantora):
     """Per-op selective checkpointing runs a Python `__torch_dispatch__` around every op of the checkpointed forward
     (models/python_prices.py Note [Library Python]: torch/utils/checkpoint.py is priced): at least one for each

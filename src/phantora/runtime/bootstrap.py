@@ -75,13 +75,15 @@ def install(config: RankConfig):
     install_module_conversion()
     install_foreach_support()
     install_tolist()
+    priced = None
     if session.host_timer is None:  # measured host time replaces these costs (runtime/host_time.py)
         install_python_costs(session)
-        install_python_prices(session)
+        priced = install_python_prices(session)
     torch._C._set_only_lift_cpu_tensors(True)
     distributed.install(session, recorder)
     fake_mode = RecordingFakeMode(recorder)
-    mode = HybridMode(fake_mode, {**HANDLERS, **functional_collectives.handlers()})
+    mode = HybridMode(fake_mode, {**HANDLERS, **functional_collectives.handlers()},
+                      priced=priced.code if priced is not None else None)
     functional_collectives.install(fake_mode)
     install_sdpa_routing(session)
     install_compile(session, recorder)

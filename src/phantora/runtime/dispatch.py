@@ -68,8 +68,10 @@ the result must stay Dynamo's.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
-from typing import Any, Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch._subclasses.fake_tensor import (
@@ -87,10 +89,13 @@ from phantora.models.ops import OpCall, TensorMeta
 from phantora.runtime import native
 from phantora.runtime.cuda_checks import check_like_cuda
 from phantora.runtime.dispatch_cache import CachedOp, DispatchCache, enabled_by_environment
-from phantora.runtime.issuer import issued_from_python
+from phantora.runtime.issuer import issued_from_python, issuing_frame
 from phantora.runtime.memory_tracker import MemoryTracker
 from phantora.runtime.session import CostedOp, Session
 from phantora.runtime.shadows import makes_known_values, shadows
+
+if TYPE_CHECKING:
+    from phantora.runtime.python_prices import PricedCode
 
 aten = torch.ops.aten
 _FAKE_MODE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -537,7 +542,10 @@ class HybridMode(TorchDispatchMode):
         """Dynamo may compile while the mode is active (runtime/compile.py Note [torch.compile under Phantora])."""
         return True
 
-    def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler]) -> None:
+    def __init__(self, fake_mode: RecordingFakeMode, handlers: dict[Any, Handler],
+                 priced: PricedCode | None = None) -> None:
+        """`priced`: the library code whose prices hold the ops it issues by operator syntax (runtime/python_prices.py
+        Note [Ops in a price]); None without library prices."""
         super().__init__()
         self.fake_mode = fake_mode
         fake_mode.hybrid = self
@@ -546,6 +554,7 @@ class HybridMode(TorchDispatchMode):
         self._handlers = handlers
         self._routes: dict[int, _Route] = {}
         """id(op) -> what routing needs of the op, worked out at its first call (`_Route`)."""
+        self._priced = priced
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _DEVICE and type(args[0]) is FakeTensor:  # Note [Device queries]
@@ -553,10 +562,21 @@ class HybridMode(TorchDispatchMode):
         local = self.fake_mode.routed
         with self.fake_mode.one_op_at_a_time:  # Note [Host threads]
             outer, local.value = local.value, True
+            priced = self._priced is not None and not outer and self._issued_in_price(sys._getframe().f_back)
+            if priced:
+                self.session.op_in_price.value = True
             try:
                 return self._route(func, types, args, kwargs or {})
             finally:
                 local.value = outer
+                if priced:
+                    self.session.op_in_price.value = False
+
+    def _issued_in_price(self, frame: FrameType | None) -> bool:
+        """Whether the op `frame` dispatches runs inside a priced library function's own time (runtime/python_prices.py
+        Note [Ops in a price])."""
+        issuer = issuing_frame(frame)
+        return issuer is not None and self._priced.holds_op_issued_by(issuer)
 
     def _route(self, func, types, args: tuple, kwargs: dict):
         route = self._routes.get(id(func))

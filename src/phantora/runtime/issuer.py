@@ -62,13 +62,16 @@ def frame_kind(code: CodeType) -> int:
     return kind
 
 
+def issuing_frame(frame: FrameType | None) -> FrameType | None:
+    """The frame of the statement that issued the op being dispatched, looking outward from `frame` past the op's
+    dispatch and Phantora's own frames; None where no Python issued it (the engine's device thread)."""
+    while frame is not None and frame_kind(frame.f_code) == PASS:
+        frame = frame.f_back
+    return frame
+
+
 def issued_from_python(frame: FrameType | None = None) -> bool:
     """Whether the op being dispatched on this thread was issued by the program's Python, not by the autograd
     engine or PyTorch's own Python (`frame`: where to start looking outward, the caller's by default)."""
-    frame = sys._getframe(1) if frame is None else frame
-    while frame is not None:
-        kind = frame_kind(frame.f_code)
-        if kind != PASS:
-            return kind == PYTHON
-        frame = frame.f_back
-    return False
+    issuer = issuing_frame(sys._getframe(1) if frame is None else frame)
+    return issuer is not None and frame_kind(issuer.f_code) == PYTHON

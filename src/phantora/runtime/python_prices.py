@@ -10,11 +10,22 @@ code, torch's and Phantora's run as they were. A priced library's modules that w
 such a module made before install keeps its unpriced code. Code that torch.compile traces does not charge (its
 Python does not run in the compiled step); ranks end without interpreter teardown (bootstrap.py), which would
 remove the charge from `builtins` while finalizers still run.
+
+Note: [Ops in a price]
+A price is a function's own time under cProfile, which records the calls of Python functions and of C functions and
+methods, and nothing else. An op a priced function issues by operator syntax (`q * cos`, `x[..., :half]`, `-x`, `x.T`,
+`if mask.any()`) runs its whole C++ path, argument parsing, dispatch, autograd and launch, inside that function's own
+time, so its price holds the op's host cost already; an op it issues by calling a C function (`torch.cat`, `x.view`)
+was timed as that call's and is not in the price. The first are not charged again (`PricedCode.holds_op_issued_by`):
+Transformers' `apply_rotary_pos_emb`, priced at about 107 µs a call, issues six kernels by operator syntax. A call of
+a C type is not recorded by cProfile either, but the issuing frame cannot tell it from a C function's: a tensor built
+by calling a tensor type (`torch.LongTensor(ids)`) in priced code is charged beside its price.
 """
 
 from __future__ import annotations
 
 import builtins
+import dis
 import functools
 import importlib.machinery
 import os
@@ -22,7 +33,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
-from types import CodeType, FunctionType, ModuleType
+from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import TYPE_CHECKING
 
 from phantora.runtime.entry_calls import rewrite_all, with_entry_calls
@@ -52,11 +63,40 @@ def pricer(prices: PythonPrices) -> Callable[[CodeType], int]:
     return price
 
 
-def priced_code(code: CodeType, price: Callable[[CodeType], int]) -> CodeType:
-    """`code` and the code nested in it, each function with a price calling the charge at its entries."""
+_CALLS = frozenset(dis.opmap[name] for name in ("CALL", "CALL_FUNCTION_EX", "CALL_KW") if name in dis.opmap)
+"""The instructions that call: a C function or method called by them is timed apart from its caller's own time."""
+
+
+class PricedCode:
+    """The code objects that charge a price at their entries, by identity (kept alive here, so that an id stays its
+    code's)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[int, CodeType] = {}
+
+    def add(self, code: CodeType) -> None:
+        self._codes[id(code)] = code
+
+    def __contains__(self, code: CodeType) -> bool:
+        return id(code) in self._codes
+
+    def holds_op_issued_by(self, frame: FrameType) -> bool:
+        """Whether an op that `frame`, the innermost Python frame, issues now runs inside the own time of a priced
+        function, whose price then holds the op's host cost (Note [Ops in a price])."""
+        code = frame.f_code
+        return id(code) in self._codes and code.co_code[frame.f_lasti] not in _CALLS
+
+
+def priced_code(code: CodeType, price: Callable[[CodeType], int], priced: PricedCode) -> CodeType:
+    """`code` and the code nested in it, each function with a price calling the charge at its entries (and kept in
+    `priced`)."""
     def with_charge(one: CodeType) -> CodeType:
         ns = price(one)
-        return with_entry_calls(one, CHARGE_NAME, ns) if ns > 0 else one
+        if ns <= 0:
+            return one
+        charged = with_entry_calls(one, CHARGE_NAME, ns)
+        priced.add(charged)
+        return charged
     return rewrite_all(code, with_charge)
 
 
@@ -72,7 +112,7 @@ def install_python_prices(session: Session) -> PricedImports | None:
     priced = PricedImports(prices.module_names(), price)
     sys.meta_path.insert(0, priced)
     for module in [module for name, module in sys.modules.items() if priced.prices(name)]:
-        _price_loaded(module, price)
+        _price_loaded(module, price, priced.code)
     return priced
 
 
@@ -98,6 +138,8 @@ class PricedImports:
     def __init__(self, libraries: frozenset[str], price: Callable[[CodeType], int]) -> None:
         self.libraries, self.price = libraries, price
         """Module names: a package's covers its modules, another module's itself (`PythonPrices.module_names`)."""
+        self.code = PricedCode()
+        """Every function's code given a charge so far."""
 
     def prices(self, name: str) -> bool:
         """Whether the module `name` belongs to a priced library."""
@@ -112,11 +154,11 @@ class PricedImports:
             # the loader's own code, priced (the bytecode cache it writes stays the original); set on the instance,
             # as runtime/library_probes.py sets its exec_module, so that either entry may come first
             read_code = spec.loader.get_code
-            spec.loader.get_code = lambda fullname: priced_code(read_code(fullname), self.price)
+            spec.loader.get_code = lambda fullname: priced_code(read_code(fullname), self.price, self.code)
         return spec
 
 
-def _price_loaded(module: ModuleType, price: Callable[[CodeType], int]) -> None:
+def _price_loaded(module: ModuleType, price: Callable[[CodeType], int], priced: PricedCode) -> None:
     """Give the functions of an imported module, and of its classes, priced code (once: a function may be reached
     under several names)."""
     def price_function(function: object) -> None:
@@ -124,7 +166,7 @@ def _price_loaded(module: ModuleType, price: Callable[[CodeType], int]) -> None:
         # mode's `__torch_dispatch__`), as a module loaded with priced code has it priced
         while isinstance(function, FunctionType) and function.__module__ == module.__name__:
             if CHARGE_NAME not in function.__code__.co_names:
-                function.__code__ = priced_code(function.__code__, price)
+                function.__code__ = priced_code(function.__code__, price, priced)
             function = getattr(function, "__wrapped__", None)
 
     for value in list(vars(module).values()):

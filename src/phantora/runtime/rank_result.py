@@ -39,6 +39,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "devices": devices,
         "kernels": stats.kernels,
         "host_only_ops": stats.host_only_ops,
+        "ops_in_library_python": stats.ops_in_library_python,
         "subclass_ops": stats.subclass_ops,
         "subclass_backward_ops": stats.subclass_backward_ops,
         "async_collective_ops": stats.async_collective_ops,

@@ -75,6 +75,10 @@ class OpStats:
     placeholders: collections.Counter = field(default_factory=collections.Counter)
     """Value-dependent results answered with placeholder values, by kind."""
 
+    ops_in_library_python: int = 0
+    """Ops a priced library function issued by operator syntax, whose host cost its price holds (runtime/
+    python_prices.py Note [Ops in a price])."""
+
     def intercepted_ops(self) -> int:
         """Every op the rank intercepted: kernels, host-only ops and tensor subclass ops."""
         return self.kernels + self.host_only_ops + self.subclass_ops
@@ -106,6 +110,12 @@ def _main_thread_pays() -> bool:
     return not forked_from_rank() and threading.current_thread() is threading.main_thread()
 
 
+class _OpInPrice(threading.local):
+    value = False
+    """Whether the op being dispatched on this thread runs inside a priced library function's own time, whose price
+    holds the op's host cost (runtime/python_prices.py Note [Ops in a price])."""
+
+
 class Session:
     """Simulation state of one process (one rank, possibly several visible devices)."""
 
@@ -133,6 +143,7 @@ class Session:
                                     measured, stands_for=RankSymmetry.from_json(config.world_size, config.folded_axes).mirrors(config.rank))
         """This rank's place among contended hosts (models/host_contention.py); the model's costs only."""
         self.lock = threading.RLock()
+        self.op_in_price = _OpInPrice()
         self.link = EngineLink(transport, self.lock, flush_interval_s=flush_interval_s)
         allocator_config = AllocatorConfig.from_env(os.environ)
         self.allocators = [
@@ -267,10 +278,13 @@ class Session:
             self._note_generic(costed.op)
         with self.lock:
             if charge_host:
-                if host_ns is None:
-                    host_ns = costed.engine_host_ns if backward else costed.host_ns
-                if self._contention_ns:
-                    host_ns = self._with_contention(host_ns)
+                if self._paid_by_price():
+                    host_ns = 0
+                else:
+                    if host_ns is None:
+                        host_ns = costed.engine_host_ns if backward else costed.host_ns
+                    if self._contention_ns:
+                        host_ns = self._with_contention(host_ns)
                 if costed.gemm_problem is not None:
                     host_ns += self._gemm_select_ns(costed)
                 self._charge(host_ns, "ops")
@@ -348,12 +362,21 @@ class Session:
         """An op that launches no kernel (a view, an allocation): only host time."""
         with self.lock:
             self.stats.host_only_ops += 1
-            self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name), "ops")
+            if not self._paid_by_price():
+                self._charge(self.host.alloc_ns(name) if allocates else self.host.view_ns(name), "ops")
+
+    def _paid_by_price(self) -> bool:
+        """Whether the op being dispatched on this thread has its host cost in a priced library function's price
+        (runtime/python_prices.py Note [Ops in a price]); counts it if so."""
+        if self.op_in_price.value:
+            self.stats.ops_in_library_python += 1
+            return True
+        return False
 
     def host_tensor_op(self, moved_bytes: int, new_outputs: list[int]) -> None:
         """An op on CPU tensors read and wrote `moved_bytes`, allocating `new_outputs` (their sizes): host time only
         (models/host.py Note [Tensor ops on the host])."""
-        if not _main_thread_pays():
+        if not _main_thread_pays() or self._paid_by_price():
             return
         cost = self.host.cpu_tensor_op_ns(moved_bytes, new_outputs)
         if cost:
@@ -362,7 +385,7 @@ class Session:
     def tensor_from_python(self, elements: int) -> None:
         """A new CPU tensor stored `elements` Python numbers (models/host.py Note [Tensors from Python data]); only
         the program's main thread pays, as for `host_tensor_op`."""
-        if _main_thread_pays():
+        if _main_thread_pays() and not self._paid_by_price():
             self.host_work(self.host.python_data_ns(elements), "host tensor ops")
 
     def _count(self, estimate: KernelEstimate) -> None:

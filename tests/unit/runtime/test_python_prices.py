@@ -7,10 +7,12 @@ import threading
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from phantora.models.python_prices import PythonPrices
 from phantora.runtime import import_hooks, python_prices
-from phantora.runtime.python_prices import CHARGE_NAME, PricedImports, pricer, site_relative
+from phantora.runtime.issuer import issuing_frame
+from phantora.runtime.python_prices import CHARGE_NAME, PricedCode, PricedImports, pricer, site_relative
 
 PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000},
                       names={"deepspeed/runtime/zero/stage3.py:hook": 1500, "deepspeed/utils/a.py:helper": 700},
@@ -55,9 +57,17 @@ def test_files_are_named_relative_to_the_site_packages():
 LIBRARY = """
 import functools
 
+import torch
+
 
 def hook(n):
     return helper(n)
+
+def doubled(x):
+    return x * 2
+
+def joined(x):
+    return torch.cat((x, x))
 
 def helper(n):
     return n
@@ -103,8 +113,11 @@ def charged(tmp_path, monkeypatch):
     sys.modules.pop("pricedlib", None)
 
 
+PRICED = ("hook", "doubled", "joined")
+
+
 def priced_imports() -> PricedImports:
-    return PricedImports(frozenset({"pricedlib"}), lambda code: 300 if code.co_name == "hook" else 0)
+    return PricedImports(frozenset({"pricedlib"}), lambda code: 300 if code.co_name in PRICED else 0)
 
 
 @pytest.fixture
@@ -146,13 +159,34 @@ def test_a_library_imported_before_install_is_priced_in_place(charged):
     engine = pricedlib.Engine()
     pricedlib.hook(1), engine.hook(1)
     assert charged == []
-    python_prices._price_loaded(pricedlib, priced_imports().price)
+    python_prices._price_loaded(pricedlib, priced_imports().price, PricedCode())
     pricedlib.hook(1), engine.hook(1), engine.helper(1)
     assert charged == [300, 300]
     engine.alias(1)
     assert charged == [300, 300, 300]  # priced once, though reached twice
     pricedlib.Mode().hook(1)
     assert charged == [300] * 4  # a decorated method: its own code, under the wrapper
+
+
+def test_an_op_issued_by_operator_syntax_in_priced_code_is_in_its_price(priced_library):
+    """runtime/python_prices.py Note [Ops in a price]: the price holds `x * 2`'s op, not `torch.cat`'s (a C function
+    cProfile timed apart), nor an op of unpriced code."""
+    library, _ = priced_library
+    priced = sys.meta_path[0].code
+    seen = []
+
+    class Issuers(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append((func, priced.holds_op_issued_by(issuing_frame(sys._getframe().f_back))))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(3)
+    with Issuers():
+        library.doubled(x)
+        library.joined(x)
+        x * 2
+    aten = torch.ops.aten
+    assert seen == [(aten.mul.Tensor, True), (aten.cat.default, False), (aten.mul.Tensor, False)]
 
 
 def test_compiled_code_has_no_charge_in_its_graph(priced_library, phantora_skipped_by_dynamo):
