@@ -43,6 +43,7 @@ from benchmarks.e2e.frameworks.probed import at_host_scale, host_scale
 from benchmarks.host.fit_contention import THRESHOLD_US, uncontended_probe_us
 from benchmarks.host.summarize_python_profiles import (Function, Profile, in_situ_ratio, is_c10d_call, library_of,
                                                       portable, step_ms)
+from phantora.models.python_prices import MODULE_CALL
 
 DATA = data_dir("h200", "host", "python_profiles")
 MORE_PROFILES = ("torchtitan", "checkpointing")
@@ -62,8 +63,6 @@ python_prices.py Note [Library Python]): activation checkpointing's hooks and se
 modes, which run per op and per saved tensor."""
 MIN_FUNCTIONS = 20
 """Functions of a library the profiles must have run for the library to be priced."""
-MODULE_CALL = "forward"
-"""A module's forward: `module_call_ns` prices a module call with its forward's Python."""
 TORCH_CHARGED_APART = ("torch/nn/modules/module.py", "torch/optim/", "torch/utils/data/", "torch/nn/utils/clip_grad.py",
                        "torch/distributed/fsdp/", "torch/distributed/tensor/")
 """torch's Python that the host model charges itself (module calls, optimizers, the DataLoader, clipping, FSDP2,

@@ -13,7 +13,9 @@ host the other constants stand for (benchmarks/host/fit_python_prices.py on data
 A function is named by its file relative to the site packages, its first line and its name, as cProfile names
 it. Another version of a library moves lines: a function is then priced by the functions of its name in its
 file, and a function the profiles never ran by its library's mean. A library the profiles did not measure has
-no prices: its Python stays with the model's other terms, as the program's own code does.
+no prices: its Python stays with the model's other terms, as the program's own code does. A `forward` has no
+price: a module's forward runs in a module call, which the host model charges with its Python (`module_call_ns`),
+so the fit leaves every `forward` out, and neither its line, its name nor its library's mean may price it.
 
 A priced library is a site package (`deepspeed`), or one module of torch whose Python no other term charges
 (`torch/utils/checkpoint.py`), named by its file: the rest of torch's Python is the model's other terms' (module
@@ -29,6 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+MODULE_CALL = "forward"
+"""A module's forward, priced by the host model's module call (`module_call_ns`) with its Python, never here."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,9 +58,9 @@ class PythonPrices:
 
     def price_ns(self, file: str, line: int, name: str) -> int:
         """ns per call of the function `name` at `line` of `file` (relative to the site packages); 0 where its
-        library has no prices."""
+        library has no prices, and for a `forward`."""
         library = self.library_of(file)
-        if library is None:
+        if library is None or name == MODULE_CALL:
             return 0
         found = self.functions.get(f"{file}:{line}:{name}")
         if found is None:

@@ -24,6 +24,7 @@ def test_a_function_is_priced_by_its_line_then_its_name_then_its_library():
     assert PRICES.price_ns("deepspeed/runtime/zero/stage3.py", 12, "hook") == 1500  # another version's line
     assert PRICES.price_ns("deepspeed/runtime/engine.py", 5, "step") == 900  # never profiled
     assert PRICES.price_ns("megatron/core/utils.py", 5, "helper") == 0  # a library without prices
+    assert PRICES.price_ns("deepspeed/runtime/engine.py", 5, "forward") == 0  # a module call's
     assert PRICES.scaled(2.0).price_ns("deepspeed/utils/a.py", 1, "helper") == 1400
 
 
