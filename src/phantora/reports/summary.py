@@ -27,8 +27,9 @@ from phantora.specs.profile import PART_NAMES
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "ops_in_library_python",
-               "gemm_problems", "gemm_kernel_loads", "kernel_sources", "kernel_ns_by_source", "generic_ops", "placeholders",
-               "compiled", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes", "host_time_measured_ns")
+               "gemm_problems", "gemm_kernel_loads", "kernel_sources", "kernel_ns_by_source", "generic_ops",
+               "placeholders", "compiled", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes",
+               "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
 _PER_RANK_ROWS = 16

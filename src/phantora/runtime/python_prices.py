@@ -77,9 +77,6 @@ class PricedCode:
     def add(self, code: CodeType) -> None:
         self._codes[id(code)] = code
 
-    def __contains__(self, code: CodeType) -> bool:
-        return id(code) in self._codes
-
     def holds_op_issued_by(self, frame: FrameType) -> bool:
         """Whether an op that `frame`, the innermost Python frame, issues now runs inside the own time of a priced
         function, whose price then holds the op's host cost (Note [Ops in a price])."""
