@@ -25,7 +25,8 @@ every site package but torch's own, whose Python the host model's other terms ch
 FSDP's hooks), and the modules of torch no term charges (PRICED_TORCH), of which the profiles ran at least
 MIN_FUNCTIONS functions, so that its mean can stand for the functions they never ran (not numpy, of which they ran
 one, nor the import hooks of the measuring machine's environment); a module's `forward` is a module call's
-(`module_call_ns`) and is not priced.
+(`module_call_ns`) and is not priced, but an autograd Function's `forward`, which its `apply` calls, is (priced by its
+line alone: `PythonPrices.price_ns`).
 """
 
 from __future__ import annotations
@@ -74,10 +75,22 @@ WAITS = ("synchronize", "wait", "item", "_local_scalar_dense", "acquire", "sleep
 """C functions that wait (for the GPU, a lock, another process): the model times waits itself."""
 
 
-def priced_library(function: Function) -> bool:
-    if function[2] == MODULE_CALL:
+FUNCTION_APPLY = ("<built-in method apply>", "torch/amp/autocast_mode.py")
+"""What calls an autograd Function's `forward`: its `apply` (C), directly or through autocast's `custom_fwd`."""
+
+
+def priced_library(function: Function, stats: dict) -> bool:
+    """Whether `function` is a priced library's and priced by itself (not a module's forward: a module call's)."""
+    if function[2] == MODULE_CALL and not called_by_apply(function, stats):
         return False
     return library_of(function) not in UNPRICED or portable(function)[0] in PRICED_TORCH
+
+
+def called_by_apply(function: Function, stats: dict) -> bool:
+    """Whether every call of `function` came from an autograd Function's `apply` (FUNCTION_APPLY)."""
+    callers = stats[function][4] if function in stats else {}
+    return bool(callers) and all(name == FUNCTION_APPLY[0] or file.endswith(FUNCTION_APPLY[1])
+                                 for file, _, name in callers)
 
 
 def library_key(file: str) -> str:
@@ -144,7 +157,7 @@ def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
             weight = edge[3] / total if total else 1.0 / len(callers)
             if caller not in stats or charged_by_model(caller):
                 continue
-            if priced_library(caller):
+            if priced_library(caller, stats):
                 found[caller] += weight
             elif library_of(caller) in UNPRICED and caller[2] != MODULE_CALL:
                 for ancestor, share in of(caller).items():
@@ -155,14 +168,14 @@ def helper_shares(stats: dict) -> dict[Function, dict[Function, float]]:
         return shares[function]
 
     return {f: of(f) for f in stats
-            if not priced_library(f) and library_of(f) in UNPRICED and not charged_by_model(f)}
+            if not priced_library(f, stats) and library_of(f) in UNPRICED and not charged_by_model(f)}
 
 
 def run_prices(run: Profile, probe_unc_us: float, loop_unc_ns: float, slowdown: float, in_situ: float,
                inclusive: bool) -> dict[Function, tuple[float, float]]:
     """priced function -> (calls per step, ns per call at the constants' host) of one rank's profile."""
     own = own_ns_per_step(run, in_situ * overhead_scale(run, probe_unc_us, loop_unc_ns))
-    ns = {f: own[f][1] for f in own if priced_library(f)}
+    ns = {f: own[f][1] for f in own if priced_library(f, run.stats)}
     if inclusive:
         for helper, shares in helper_shares(run.stats).items():
             for function, share in shares.items():
@@ -192,7 +205,8 @@ def fit(runs: list[Profile], specs: Path, in_situ: float, inclusive: bool = True
     by_library: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for (file, line, name), ns in functions.items():
         calls = calls_per_step[(file, line, name)]
-        for total in (by_name[f"{file}:{name}"], by_library[library_key(file)]):
+        named = (by_name[f"{file}:{name}"],) if name != MODULE_CALL else ()  # a forward is priced by its line alone
+        for total in (*named, by_library[library_key(file)]):
             total[0] += ns * calls
             total[1] += calls
     return {"functions": {f"{file}:{line}:{name}": ns for (file, line, name), ns in sorted(functions.items())},

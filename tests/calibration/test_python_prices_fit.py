@@ -8,6 +8,9 @@ HOOK = (SITE + "deepspeed/runtime/zero/stage3.py", 10, "hook")
 FORWARD = (SITE + "transformers/models/llama/modeling_llama.py", 62, "forward")
 HELPER = (SITE + "torch/cuda/__init__.py", 1178, "current_stream")
 CHARGED = (SITE + "torch/nn/modules/module.py", 1783, "_call_impl")
+FUNCTION_FORWARD = (SITE + "megatron/core/tensor_parallel/layers.py", 446, "forward")  # an autograd Function's
+APPLY = ("~", 0, "<built-in method apply>")
+CUSTOM_FWD = (SITE + "torch/amp/autocast_mode.py", 476, "decorate_fwd")
 ISINSTANCE = ("~", 0, "<built-in method builtins.isinstance>")
 OP = ("~", 0, "<method 'add' of 'torch._C.TensorBase' objects>")
 
@@ -24,13 +27,15 @@ STATS = {
     HELPER: (5, 5, 0.5, 5.0, {HOOK: edge(3.0), FORWARD: edge(1.0), CHARGED: edge(1.0)}),
     ISINSTANCE: (5, 5, 0.1, 0.1, {HELPER: edge(0.1)}),
     OP: (1, 1, 0.2, 0.2, {HOOK: edge(0.2)}),
+    FUNCTION_FORWARD: (2, 2, 1.0, 2.0, {APPLY: edge(1.0), CUSTOM_FWD: edge(1.0)}),
 }
 
 
 def test_library_functions_are_priced_but_torch_and_module_forwards_are_not():
-    assert fit.priced_library(HOOK)
-    assert not fit.priced_library(FORWARD)  # module_call_ns prices a forward
-    assert not fit.priced_library(HELPER) and not fit.priced_library(ISINSTANCE)
+    assert fit.priced_library(HOOK, STATS)
+    assert not fit.priced_library(FORWARD, STATS)  # module_call_ns prices a module's forward
+    assert fit.priced_library(FUNCTION_FORWARD, STATS)  # an autograd Function's, called by its apply, is no module call
+    assert not fit.priced_library(HELPER, STATS) and not fit.priced_library(ISINSTANCE, STATS)
 
 
 CHECKPOINT_MODE = (SITE + "torch/utils/checkpoint.py", 1335, "__torch_dispatch__")
@@ -42,9 +47,9 @@ MODE_STATS = {
 
 
 def test_activation_checkpointings_python_is_priced_as_a_library_of_its_own():
-    assert fit.priced_library(CHECKPOINT_MODE)  # no other term charges it
+    assert fit.priced_library(CHECKPOINT_MODE, MODE_STATS)  # no other term charges it
     assert fit.library_key(fit.portable(CHECKPOINT_MODE)[0]) == "torch/utils/checkpoint.py"
-    assert not fit.priced_library(PYTREE)
+    assert not fit.priced_library(PYTREE, MODE_STATS)
     assert fit.helper_shares(MODE_STATS)[PYTREE] == {CHECKPOINT_MODE: 1.0}  # the mode's helpers join its price
 
 

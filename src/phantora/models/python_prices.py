@@ -13,9 +13,10 @@ host the other constants stand for (benchmarks/host/fit_python_prices.py on data
 A function is named by its file relative to the site packages, its first line and its name, as cProfile names
 it. Another version of a library moves lines: a function is then priced by the functions of its name in its
 file, and a function the profiles never ran by its library's mean. A library the profiles did not measure has
-no prices: its Python stays with the model's other terms, as the program's own code does. A `forward` has no
-price: a module's forward runs in a module call, which the host model charges with its Python (`module_call_ns`),
-so the fit leaves every `forward` out, and neither its line, its name nor its library's mean may price it.
+no prices: its Python stays with the model's other terms, as the program's own code does. A module's `forward` has
+no price: it runs in a module call, which the host model charges with its Python (`module_call_ns`). An autograd
+Function's `forward` is no module call (its `apply` calls it) and the fit prices it; as the two cannot be told apart
+by name, a `forward` is priced by its own line alone, never by its name or its library's mean.
 
 A priced library is a site package (`deepspeed`), or one module of torch whose Python no other term charges
 (`torch/utils/checkpoint.py`), named by its file: the rest of torch's Python is the model's other terms' (module
@@ -33,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 MODULE_CALL = "forward"
-"""A module's forward, priced by the host model's module call (`module_call_ns`) with its Python, never here."""
+"""A module's forward, priced by the host model's module call (`module_call_ns`) with its Python; a `forward` is
+priced here only by its line (an autograd Function's)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,15 +60,17 @@ class PythonPrices:
 
     def price_ns(self, file: str, line: int, name: str) -> int:
         """ns per call of the function `name` at `line` of `file` (relative to the site packages); 0 where its
-        library has no prices, and for a `forward`."""
+        library has no prices, and for a `forward` the table does not hold by its line."""
         library = self.library_of(file)
-        if library is None or name == MODULE_CALL:
+        if library is None:
             return 0
         found = self.functions.get(f"{file}:{line}:{name}")
-        if found is None:
-            unseen = self.libraries[library] if library != file else 0
-            found = self.names.get(f"{file}:{name}", unseen)
-        return found
+        if found is not None:
+            return found
+        if name == MODULE_CALL:
+            return 0
+        unseen = self.libraries[library] if library != file else 0
+        return self.names.get(f"{file}:{name}", unseen)
 
     def library_of(self, file: str) -> str | None:
         """The priced library `file` (relative to the site packages) belongs to: its package, or the file itself."""

@@ -14,7 +14,8 @@ from phantora.runtime import import_hooks, python_prices
 from phantora.runtime.issuer import issuing_frame
 from phantora.runtime.python_prices import CHARGE_NAME, PricedCode, PricedImports, pricer, site_relative
 
-PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000},
+PRICES = PythonPrices(functions={"deepspeed/runtime/zero/stage3.py:10:hook": 2000,
+                                 "deepspeed/runtime/zero/linear.py:84:forward": 4000},
                       names={"deepspeed/runtime/zero/stage3.py:hook": 1500, "deepspeed/utils/a.py:helper": 700},
                       libraries={"deepspeed": 900}, versions={"deepspeed": "0.19.8"})
 
@@ -24,7 +25,9 @@ def test_a_function_is_priced_by_its_line_then_its_name_then_its_library():
     assert PRICES.price_ns("deepspeed/runtime/zero/stage3.py", 12, "hook") == 1500  # another version's line
     assert PRICES.price_ns("deepspeed/runtime/engine.py", 5, "step") == 900  # never profiled
     assert PRICES.price_ns("megatron/core/utils.py", 5, "helper") == 0  # a library without prices
-    assert PRICES.price_ns("deepspeed/runtime/engine.py", 5, "forward") == 0  # a module call's
+    assert PRICES.price_ns("deepspeed/runtime/zero/linear.py", 84, "forward") == 4000  # an autograd Function's
+    assert PRICES.price_ns("deepspeed/runtime/zero/linear.py", 90, "forward") == 0  # a module call's, by its line
+    assert PRICES.price_ns("deepspeed/runtime/engine.py", 5, "forward") == 0
     assert PRICES.scaled(2.0).price_ns("deepspeed/utils/a.py", 1, "helper") == 1400
 
 
