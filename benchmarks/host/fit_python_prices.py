@@ -88,7 +88,7 @@ def priced_library(function: Function, stats: dict) -> bool:
 
 def called_by_apply(function: Function, stats: dict) -> bool:
     """Whether every call of `function` came from an autograd Function's `apply` (FUNCTION_APPLY)."""
-    callers = stats[function][4] if function in stats else {}
+    callers = stats[function][4]
     return bool(callers) and all(name == FUNCTION_APPLY[0] or file.endswith(FUNCTION_APPLY[1])
                                  for file, _, name in callers)
 

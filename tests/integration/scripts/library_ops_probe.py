@@ -9,18 +9,11 @@ import time
 import torch
 
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, rotate_half
-from phantora.models.python_prices import PythonPrices
-from phantora.runtime.python_prices import site_relative
+from phantora.runtime.python_prices import pricer
 from phantora.specs.profile import load_profile
 
 CALLS = 100
-prices: PythonPrices = load_profile("h200").python_prices.value
-
-
-def price_ns(function) -> int:
-    code = function.__code__
-    return prices.price_ns(site_relative(code.co_filename), code.co_firstlineno, code.co_name)
-
+price_ns = pricer(load_profile("h200").python_prices.value)  # a code object's price at the measured hosts
 
 q = torch.randn(2, 8, 128, 64, device="cuda", dtype=torch.bfloat16)
 cos = torch.randn(2, 128, 64, device="cuda", dtype=torch.bfloat16)
@@ -43,4 +36,5 @@ for _ in range(CALLS):  # what the functions call that cProfile times apart from
 calls_ns = (time.perf_counter() - start) * 1e9
 
 print("PROBE " + json.dumps({"elapsed_ns": elapsed_ns, "calls_ns": calls_ns,
-                             "priced_ns": CALLS * (price_ns(apply_rotary_pos_emb) + 2 * price_ns(rotate_half))}))
+                             "priced_ns": CALLS * (price_ns(apply_rotary_pos_emb.__code__)
+                                                     + 2 * price_ns(rotate_half.__code__))}))
