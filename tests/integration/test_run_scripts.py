@@ -37,6 +37,7 @@ def test_cuda_api_surface(phantora):
     assert "expected mat1 and mat2 to have the same dtype" in seen["mixed_dtype_gemm"]
     assert seen["pinned"] == [True, True, False, True]
     assert seen["pinned_copy_us"] < 100 < 1000 < seen["pageable_copy_us"]  # 10 GEMMs queued: >1.3 ms
+    assert seen["empty_copy_us"] < 100
     # memory API backed by the allocator model
     assert seen["alloc_delta"] == 1 << 30 and seen["after_free"] == 0 and seen["peak_delta"] == 1 << 30
     assert seen["reserved_ge_alloc"] and seen["mem_info_ok"] and seen["stats_keys"]

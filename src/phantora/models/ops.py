@@ -4,6 +4,17 @@ The rank runtime turns each GPU op into an `OpCall`: the op's name, its argument
 tensor replaced by a `TensorMeta`, and the metadata of its outputs. Nothing here touches torch
 state, so an `OpCall` can be hashed (cost caching), pickled (sent to a coordinator) and built by
 hand in tests.
+
+Note: [Ops without elements]
+PyTorch's CUDA ops return before launching anything when there is nothing to compute: TensorIterator's
+kernels (elementwise ops, copies, fills, random) at `iter.numel() == 0`, `copy_` before it stages or
+synchronizes (Copy.cpp `copy_impl`), `cat` of empty tensors, a multi-tensor apply over empty tensors. So an op
+whose tensors all have no element runs no kernel and, being a copy between host and device, makes the host wait
+for nothing. Hugging Face's `DynamicCache` does this in every layer's forward (`torch.tensor([],
+device=...)`, the host-to-device copy of an empty list). The host still pays the op's dispatch, as it does for
+any op (models/host.py `op_ns`, launch included: the launch alone was not measured apart). Only where the
+inputs are empty too: an op that reads elements may compute before it knows it returns none (`nonzero` counts
+on the GPU), and one that returns none of a non-empty input is rare.
 """
 
 from __future__ import annotations
@@ -64,6 +75,16 @@ def tensors_in(value: Any) -> list[TensorMeta]:
 
     visit(value)
     return found
+
+
+def touches_no_element(op: OpCall) -> bool:
+    """Whether the op has tensors and none of them, inputs or outputs, holds an element: it launches no kernel
+    (Note [Ops without elements])."""
+    outputs = op.outputs
+    inputs = op.tensor_inputs()
+    if not outputs and not inputs:
+        return False
+    return not any(t.numel for t in outputs) and not any(t.numel for t in inputs)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

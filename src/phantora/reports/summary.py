@@ -27,8 +27,8 @@ from phantora.specs.profile import PART_NAMES
 from phantora.units import NS_PER_S, GiB
 
 RESULT_KEYS = ("rank", "exit_code", "host_ns", "devices", "host_only_ops", "subclass_ops", "ops_in_library_python",
-               "gemm_problems", "gemm_kernel_loads", "kernel_sources", "kernel_ns_by_source", "generic_ops",
-               "placeholders", "compiled", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes",
+               "ops_without_elements", "gemm_problems", "gemm_kernel_loads", "kernel_sources", "kernel_ns_by_source",
+               "generic_ops", "placeholders", "compiled", "warnings", "simulator_cpu_s", "simulator_peak_rss_bytes",
                "host_time_measured_ns")
 """What the summary reads from a rank's result.json (all optional); `devices` is a list of
 {"peak_allocated_bytes", "peak_reserved_bytes", "num_ooms"}."""
@@ -198,6 +198,7 @@ def build_summary(*, coordinator: CoordinatorState, gpu: GpuSpec, cluster: Clust
         "host_only_ops": sum(_int(r.get("host_only_ops")) for r in reported),
         "subclass_ops": sum(_int(r.get("subclass_ops")) for r in reported),
         "ops_in_library_python": sum(_int(r.get("ops_in_library_python")) for r in reported),
+        "ops_without_elements": sum(_int(r.get("ops_without_elements")) for r in reported),
         "gemm_problems": max((_int(r.get("gemm_problems")) for r in reported), default=0),
         "gemm_kernel_loads": max((_int(r.get("gemm_kernel_loads")) for r in reported), default=0),
         "kernel_time_s_by_class": {k: copies * v / NS_PER_S for k, v in by_class.most_common()},
@@ -329,6 +330,8 @@ def _table_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
                                   f"{100 * chips['clocked_slowdown']:.1f} % slower than the mean chip"))
     rows.append(("ops intercepted", f"{s['kernels']} kernels, {s['nccl_calls']} NCCL calls, "
                                     f"{s['host_only_ops']} host-only"
+                                    + (f" ({s['ops_without_elements']} on tensors without elements)"
+                                       if s.get("ops_without_elements") else "")
                                     + (f", {s['subclass_ops']} dispatched by a tensor subclass" if s["subclass_ops"] else "")
                                     + (f", {s['ops_in_library_python']} in library Python's prices"
                                        if s.get("ops_in_library_python") else "")

@@ -47,7 +47,7 @@ def _read_to_host(mode: HybridMode, src: torch.Tensor, *, blocking: bool) -> Non
     host_meta = TensorMeta(meta.shape, meta.dtype, meta.stride, "cpu")
     mode.recorder.before_kernel([src])
     stream = mode.recorder.launch(_copy_call("aten.copy_.default", host_meta, meta), device)
-    if blocking:
+    if blocking and src.numel():  # an empty copy waits for nothing (models/ops.py Note [Ops without elements])
         mode.session.wait_for_stream(stream)
 
 
@@ -148,8 +148,9 @@ def _charge_host_to_device(mode: HybridMode, dst: torch.Tensor, src: torch.Tenso
         src_meta = TensorMeta(src_meta.shape, src_meta.dtype, src_meta.stride, "cpu")
     stream = mode.recorder.launch(_copy_call("aten.copy_.default", tensor_meta(dst), src_meta), _device_of(dst))
     # From pageable memory the copy is synchronous for the host (CUDA stages it); from pinned
-    # memory with non_blocking=True the host goes on at once.
-    if blocking or not src.is_pinned():
+    # memory with non_blocking=True the host goes on at once; an empty copy stages nothing (models/ops.py
+    # Note [Ops without elements]).
+    if (blocking or not src.is_pinned()) and dst.numel():
         mode.session.wait_for_stream(stream)
 
 

@@ -40,6 +40,7 @@ def collect_rank_result(session: Session, *, exit_code: int) -> dict[str, Any]:
         "kernels": stats.kernels,
         "host_only_ops": stats.host_only_ops,
         "ops_in_library_python": stats.ops_in_library_python,
+        "ops_without_elements": stats.ops_without_elements,
         "subclass_ops": stats.subclass_ops,
         "subclass_backward_ops": stats.subclass_backward_ops,
         "async_collective_ops": stats.async_collective_ops,

@@ -21,7 +21,7 @@ from phantora.models.host import HostModel
 from phantora.models.host_contention import HostSpeed, contention_for
 from phantora.models.measured_host import host_model_for
 from phantora.models.memory import AllocatorConfig, CachingAllocatorModel
-from phantora.models.ops import KernelEstimate, OpCall, TensorMeta
+from phantora.models.ops import KernelEstimate, OpCall, TensorMeta, touches_no_element
 from phantora.profiler.database import combined_database
 from phantora.profiler.oplog import OpLog
 from phantora.protocol.records import encode_stream
@@ -78,6 +78,9 @@ class OpStats:
     ops_in_library_python: int = 0
     """Ops a priced library function issued by operator syntax, whose host cost its price holds (runtime/
     python_prices.py Note [Ops in a price])."""
+    ops_without_elements: int = 0
+    """Kernel ops whose tensors all had no element: host time only, no kernel (models/ops.py Note [Ops without
+    elements]); counted among the host-only ops too."""
 
     def intercepted_ops(self) -> int:
         """Every op the rank intercepted: kernels, host-only ops and tensor subclass ops."""
@@ -98,6 +101,8 @@ class CostedOp:
     """What cuBLAS keys its algorithm choice by; None for other ops."""
     detail: str
     """Its tensors, for the trace ("" without one)."""
+    launches: bool = True
+    """Whether it runs a kernel: not where its tensors hold no element (models/ops.py Note [Ops without elements])."""
     calls: list | None = None
     """Its counter in the op log, once launched (`Session._log`)."""
 
@@ -266,7 +271,8 @@ class Session:
         if self.on_the_fly is not None and estimate.source != "measured":
             estimate = self._measure_on_the_fly(op, estimate)
         return CostedOp(op, estimate, self.host.op_ns(op), self.host.op_ns(op, backward=True),
-                        self.host.gemm_problem(op), describe_tensors(op) if self.config.trace else "")
+                        self.host.gemm_problem(op), describe_tensors(op) if self.config.trace else "",
+                        launches=not touches_no_element(op))
 
     def launch_costed(self, costed: CostedOp, stream: StreamKey, *, backward: bool = False,
                       charge_host: bool = True, host_ns: int | None = None) -> None:
@@ -285,9 +291,13 @@ class Session:
                         host_ns = costed.engine_host_ns if backward else costed.host_ns
                     if self._contention_ns:
                         host_ns = self._with_contention(host_ns)
-                if costed.gemm_problem is not None:
+                if costed.gemm_problem is not None and costed.launches:
                     host_ns += self._gemm_select_ns(costed)
                 self._charge(host_ns, "ops")
+            if not costed.launches:
+                self.stats.host_only_ops += 1
+                self.stats.ops_without_elements += 1
+                return
             if self.graph_capture is not None and self.graph_capture.capture(costed, stream):
                 return
             stream_id = self._stream_ids.get(stream)
