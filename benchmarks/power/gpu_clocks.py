@@ -7,6 +7,7 @@ Modes (run on the GPU machine, torch, nvidia-smi and the driver's NVML library o
     python3 gpu_clocks.py gemm --out F.json                     # one GPU: GEMM bursts of growing length
     python3 gpu_clocks.py duty --out F.json                     # one GPU: GEMMs on and off, mixes
     python3 gpu_clocks.py controller --out F.json               # one GPU: step-like GEMM square waves
+    python3 gpu_clocks.py energy --out F.json                   # one GPU: energy per kernel at full and capped clocks
 
 `sample` writes nvidia-smi's CSV (timestamp, GPU index, SM clock MHz, memory clock MHz, power W,
 temperature C, active clock-event reasons) for every GPU while the command runs; the command's own
@@ -24,6 +25,15 @@ Llama's MLP GEMM; every GEMM is timed with CUDA events. `controller` runs square
 periods of training steps (busy 0.7 s / idle 0.3 s like the 8B FSDP2 step, 1.5 / 0.3 s like TorchTitan's
 8B, 0.4 / 0.1 s, 0.85 / 0.15 s), 8 s each after an idle second: the clock controller's response to a
 periodic load whose period is near its one-second window (run it under `nvml`).
+
+`energy` reads the board's energy counter (NVML's total energy since the driver loaded, in mJ: an exact integral
+where instantaneous samples alias with short duty cycles) over runs of one kernel at several duty cycles: the GEMMs
+(8192^3 and the 8B Llama's MLP in bf16, 8192^3 in fp8, which the limit holds at a lower clock), causal flash attention
+forward and backward, the memory-bound add, and what an 8B Llama's step runs beside them (a GQA key/value projection,
+SwiGLU's activation and product, RMSNorm, over 16384 tokens), each at two duty cycles short of
+the power limit, where the clock stays up, and continuously, where the limit holds it down. Average power against
+busy fraction at full clock gives the energy of a kernel at full clock and the power between kernels; continuously,
+what the same kernel costs at the clock the limit leaves.
 """
 
 from __future__ import annotations
@@ -259,6 +269,84 @@ def controller(args: argparse.Namespace) -> int:
     return 0
 
 
+ENERGY_PLAN = [
+    # (kernel, kernels per busy period, idle ms after each busy period (0: continuous), seconds)
+    ("gemm", 4, 22, 4.0), ("gemm", 4, 7, 4.0), ("gemm", 20, 0, 4.0),
+    ("mlp8b", 4, 16, 4.0), ("mlp8b", 4, 5, 4.0), ("mlp8b", 20, 0, 4.0),
+    ("attention", 4, 12, 4.0), ("attention", 4, 4, 4.0), ("attention", 20, 0, 4.0),
+    ("add", 20, 12, 3.0), ("add", 20, 3, 3.0), ("add", 40, 0, 3.0),
+    ("fp8gemm", 8, 30, 4.0), ("fp8gemm", 8, 8, 4.0), ("fp8gemm", 40, 0, 4.0),
+    ("attention_bwd", 2, 12, 4.0), ("attention_bwd", 2, 4, 4.0), ("attention_bwd", 10, 0, 4.0),
+    ("kvproj", 8, 10, 3.0), ("kvproj", 8, 3, 3.0), ("kvproj", 40, 0, 3.0),
+    ("swiglu", 10, 12, 3.0), ("swiglu", 10, 3, 3.0), ("swiglu", 40, 0, 3.0),
+    ("rmsnorm", 20, 12, 3.0), ("rmsnorm", 20, 3, 3.0), ("rmsnorm", 80, 0, 3.0),
+]
+"""One GPU's energy runs: two duty cycles below the power limit and one continuous run per kernel."""
+
+
+def energy(args: argparse.Namespace) -> int:
+    """Energy per kernel from the board's energy counter (GPU 0), idle first: see the module docstring."""
+    import torch
+
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    if nvml.nvmlInit_v2() != 0:
+        raise SystemExit("gpu_clocks.py: nvmlInit failed")
+    handle, clock = ctypes.c_void_p(), ctypes.c_uint()
+    nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+
+    def millijoules() -> int:
+        value = ctypes.c_ulonglong()
+        if nvml.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value)) != 0:
+            raise SystemExit("gpu_clocks.py: NVML has no energy counter on this GPU")
+        return value.value
+
+    kernels = warm_kernels({"gemm": (8192, 8192, 8192), "mlp8b": (8192, 4096, 14336)}, add="add")
+    q, k, v = (torch.randn(1, 32, 8192, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    kernels["attention"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # an fp8 GEMM draws more power than a bf16 one: the limit holds it at a lower clock (a deeper stretch)
+    a8 = torch.randn(8192, 8192, device="cuda").to(torch.float8_e4m3fn)
+    b8 = torch.randn(8192, 8192, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    kernels["fp8gemm"] = lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16)
+    # what a training step runs beside them: attention's backward, a GQA key/value projection (16384 x 4096 x 1024),
+    # SwiGLU's activation and product and RMSNorm over 16384 tokens of an 8B Llama (bf16)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
+    grad = torch.randn_like(out)
+    kernels["attention_bwd"] = lambda: torch.autograd.grad(out, (qg, kg, vg), grad, retain_graph=True)
+    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    w_kv, w_norm = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16), torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    gate, up = (torch.randn(16384, 14336, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    kernels["kvproj"] = lambda: x @ w_kv
+    kernels["swiglu"] = lambda: torch.nn.functional.silu(gate) * up
+    kernels["rmsnorm"] = lambda: torch.nn.functional.rms_norm(x, (4096,), w_norm)
+    timed_chunk(kernels, ["attention", "fp8gemm", "attention_bwd", "kvproj", "swiglu", "rmsnorm"] * 3)
+    time.sleep(2.0)
+    t0, e0 = time.time(), millijoules()
+    time.sleep(3.0)
+    runs = [{"kernel": None, "idle_ms": None, "seconds": time.time() - t0, "mj": millijoules() - e0, "kernels": []}]
+    for name, repeats, idle_ms, seconds in ENERGY_PLAN:
+        time.sleep(1.5)
+        timed: list[tuple[float, str, float]] = []
+        t0, e0 = time.time(), millijoules()
+        while time.time() - t0 < seconds:
+            timed += timed_chunk(kernels, [name] * repeats)
+            if idle_ms:
+                time.sleep(idle_ms / 1000)
+        nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(clock))
+        elapsed, used = time.time() - t0, millijoules() - e0
+        runs.append({"kernel": name, "idle_ms": idle_ms, "seconds": elapsed, "mj": used, "sm_mhz_at_end": clock.value,
+                     "kernels": [ms for _, _, ms in timed]})
+        busy = sum(ms for _, _, ms in timed) / 1e3 / elapsed
+        ms = sorted(ms for _, _, ms in timed)
+        print(f"{name} idle {idle_ms} ms: {used / 1e3 / elapsed:.0f} W, busy {busy:.2f}, median {ms[len(ms) // 2]:.3f} ms, "
+              f"{clock.value} MHz", flush=True)
+    nvml.nvmlShutdown()
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs}, f)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -269,7 +357,7 @@ def main() -> int:
     n.add_argument("--out", required=True)
     n.add_argument("--period-ms", type=float, default=2.0)
     n.add_argument("command", nargs=argparse.REMAINDER)
-    for mode in ("gemm", "duty", "controller"):
+    for mode in ("gemm", "duty", "controller", "energy"):
         sub.add_parser(mode).add_argument("--out", required=True)
     args = p.parse_args()
     write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
@@ -277,7 +365,8 @@ def main() -> int:
         raise SystemExit("gpu_clocks.py: nvidia-smi not found (run it on the GPU machine)")
     if args.mode in ("sample", "nvml") and args.command[:1] == ["--"]:
         args.command = args.command[1:]
-    return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty, "controller": controller}[args.mode](args)
+    return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty, "controller": controller,
+            "energy": energy}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 An H200 SXM may draw 700 W on average. A training step of a large model asks for more: its GEMMs
 alone would draw 850 W at the full 1980 MHz clock. The driver then lowers the SM clock ("SW power
 cap") until the average power, taken over about a second, is back at the limit. Memory-bound
-kernels keep their speed (their time is the memory's); GEMMs and attention slow down. Energy per
-operation hardly changes with the clock (an 8192^3 bf16 GEMM: 1.03 J at 1980 MHz in 1.39 ms,
-1.01 J at ~1500 MHz in 1.64 ms), so the model works in energy:
+kernels keep their speed (their time is the memory's); GEMMs and attention slow down. The model takes
+a kernel's energy to be the same at any clock, fitted where the limit holds it down (the board's energy
+counter shows it falls with the clock: docs/models/power.md, Known error), and works in energy:
 
 - a kernel's energy is `pj_per_tensor_flop` x its tensor-core FLOPs (GEMM, attention) plus
   `pj_per_byte` x the device-memory bytes it moves;
