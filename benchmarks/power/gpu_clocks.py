@@ -8,6 +8,7 @@ Modes (run on the GPU machine, torch, nvidia-smi and the driver's NVML library o
     python3 gpu_clocks.py duty --out F.json                     # one GPU: GEMMs on and off, mixes
     python3 gpu_clocks.py controller --out F.json               # one GPU: step-like GEMM square waves
     python3 gpu_clocks.py energy --out F.json                   # one GPU: energy per kernel at full and capped clocks
+    python3 gpu_clocks.py heat --out F.json                     # one GPU: 90 s of GEMMs: power as the board warms
 
 `sample` writes nvidia-smi's CSV (timestamp, GPU index, SM clock MHz, memory clock MHz, power W,
 temperature C, active clock-event reasons) for every GPU while the command runs; the command's own
@@ -347,6 +348,53 @@ def energy(args: argparse.Namespace) -> int:
     return 0
 
 
+def heat(args: argparse.Namespace) -> int:
+    """GEMMs back to back for `HEAT_S` seconds, then the board idle (GPU 0): every 2 s of load and every second after,
+    the board's power from its energy counter, its temperature and SM clock, and the GEMM's median time: how a board
+    warming up under sustained load draws more at the same clock, and what it draws idle while still hot."""
+    import torch
+
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    if nvml.nvmlInit_v2() != 0:
+        raise SystemExit("gpu_clocks.py: nvmlInit failed")
+    handle, clock, temperature, value = ctypes.c_void_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+    nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+
+    def state() -> tuple[float, int, int]:
+        nvml.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value))
+        nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(clock))
+        nvml.nvmlDeviceGetTemperature(handle, 0, ctypes.byref(temperature))  # NVML_TEMPERATURE_GPU
+        return value.value / 1e3, clock.value, temperature.value
+
+    kernels = warm_kernels({"gemm": (8192, 8192, 8192)}, add="add")
+    samples = []
+    time.sleep(3.0)
+    for phase, seconds, period in (("idle", 4.0, 1.0), ("load", HEAT_S, 2.0), ("idle", 12.0, 1.0)):
+        t_end = time.time() + seconds
+        while time.time() < t_end:
+            t0, (j0, _, _) = time.time(), state()
+            gemms: list[float] = []
+            while time.time() - t0 < period:
+                if phase == "load":
+                    gemms += [ms for _, _, ms in timed_chunk(kernels, ["gemm"] * 20)]
+                else:
+                    time.sleep(0.05)
+            j1, mhz, celsius = state()
+            row = {"phase": phase, "t_s": round(t0, 3), "seconds": time.time() - t0, "watts": (j1 - j0) / (time.time() - t0),
+                   "sm_mhz": mhz, "celsius": celsius, "gemms": len(gemms),
+                   "gemm_ms": sorted(gemms)[len(gemms) // 2] if gemms else None}
+            samples.append(row)
+            print(f"{phase} {row['watts']:.0f} W {mhz} MHz {celsius} C gemm {row['gemm_ms']}", flush=True)
+    nvml.nvmlShutdown()
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "samples": samples}, f)
+    return 0
+
+
+HEAT_S = 90.0
+"""Seconds of sustained GEMMs in `heat`: long enough for the board's temperature to settle."""
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
@@ -357,7 +405,7 @@ def main() -> int:
     n.add_argument("--out", required=True)
     n.add_argument("--period-ms", type=float, default=2.0)
     n.add_argument("command", nargs=argparse.REMAINDER)
-    for mode in ("gemm", "duty", "controller", "energy"):
+    for mode in ("gemm", "duty", "controller", "energy", "heat"):
         sub.add_parser(mode).add_argument("--out", required=True)
     args = p.parse_args()
     write_meta(os.path.dirname(os.path.abspath(args.out)), __file__)
@@ -366,7 +414,7 @@ def main() -> int:
     if args.mode in ("sample", "nvml") and args.command[:1] == ["--"]:
         args.command = args.command[1:]
     return {"sample": sample, "nvml": nvml_sample, "gemm": gemm, "duty": duty, "controller": controller,
-            "energy": energy}[args.mode](args)
+            "energy": energy, "heat": heat}[args.mode](args)
 
 
 if __name__ == "__main__":
