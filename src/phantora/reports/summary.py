@@ -384,10 +384,13 @@ def _variant_rows(variant: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def _borrowed_rows(borrowed: Mapping[str, str]) -> list[tuple[str, str]]:
-    """One row per GPU that lent parts of the simulated GPU's profile: "borrowed from h200: host, power"."""
+    """One row per GPU that lent parts (or fields of parts: "part.field") of the simulated GPU's profile:
+    "borrowed from h200: host, NCCL tuning (nvlink_step_latency_ns)"."""
     lenders: dict[str, list[str]] = {}
-    for part, lender in borrowed.items():
-        lenders.setdefault(lender, []).append(PART_NAMES.get(part, part))
+    for name, lender in borrowed.items():
+        part, _, field_name = name.partition(".")
+        shown = PART_NAMES.get(part, part) + (f" ({field_name})" if field_name else "")
+        lenders.setdefault(lender, []).append(shown)
     return [(f"borrowed from {lender}", ", ".join(parts)) for lender, parts in sorted(lenders.items())]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -83,6 +84,9 @@ class Part(Generic[T]):
     """The file it was read from (`specs/<gpu>/<file>`), or why the GPU has none."""
     borrowed_from: str | None = None
     """The GPU whose file stands in for this GPU's; None for the GPU's own (or absent) part."""
+    borrowed_fields: Mapping[str, str] = field(default_factory=dict)
+    """Fields of the GPU's own file that another GPU's measurements gave (their sources say "borrowed from <gpu>"),
+    field -> that GPU."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,8 +119,12 @@ class DeviceProfile:
         return {name: getattr(self, name) for name in PART_FILES}
 
     def borrowed(self) -> dict[str, str]:
-        """Part -> the GPU it is borrowed from, for the parts that are."""
-        return {name: part.borrowed_from for name, part in self.parts().items() if part.borrowed_from}
+        """Part -> the GPU it is borrowed from, for the parts that are, and "part.field" -> that GPU for the fields of
+        the GPU's own files that are."""
+        lent = {name: part.borrowed_from for name, part in self.parts().items() if part.borrowed_from}
+        for name, part in self.parts().items():
+            lent.update({f"{name}.{f}": lender for f, lender in part.borrowed_fields.items()})
+        return lent
 
 
 # --- the GPUs shipped ---------------------------------------------------------------------------------
@@ -238,7 +246,8 @@ def _part(root: Traversable, key: str, name: str, borrow: Mapping[str, str], abs
     """The part from the GPU's own file, else from the GPU `[borrow]` names, else absent."""
     own = root.joinpath(key, PART_FILES[name])
     if own.is_file():
-        return Part(value=read(own, f"specs/{key}/{PART_FILES[name]}"), source=f"specs/{key}/{PART_FILES[name]}")
+        src = f"specs/{key}/{PART_FILES[name]}"
+        return Part(value=read(own, src), source=src, borrowed_fields=_borrowed_fields(own, src))
     if name in borrow:
         lender = gpu_key(str(borrow[name]), root)
         file = root.joinpath(lender, PART_FILES[name])
@@ -250,6 +259,21 @@ def _part(root: Traversable, key: str, name: str, borrow: Mapping[str, str], abs
         return Part(value=empty(), source=str(absent[name]))
     raise ProfileError(f"specs/{key}: no {PART_FILES[name]}, and profile.toml neither borrows nor marks absent "
                        f"'{name}'")
+
+
+_BORROWED = re.compile(r"borrowed from (\w+)")
+
+
+def _borrowed_fields(file: Traversable, where: str) -> dict[str, str]:
+    """Field -> lender for the fields of a fitted file whose source says "borrowed from <gpu>" (a fit that took one
+    constant from another GPU's measurements, e.g. the H100's NCCL per-step latency)."""
+    if not file.name.endswith(".json"):
+        return {}
+    sources = _json(file, where).get("sources")
+    if not isinstance(sources, Mapping):
+        return {}
+    return {name: found.group(1) for name, source in sources.items()
+            if isinstance(source, str) and (found := _BORROWED.search(source))}
 
 
 # --- profile.toml ---------------------------------------------------------------------------------------

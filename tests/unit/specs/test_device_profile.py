@@ -45,7 +45,7 @@ def test_known_gpus_are_the_folders_with_a_profile():
 def test_h100_marks_what_it_borrows_from_the_h200():
     h100 = load_profile("h100")
     assert h100.borrowed() == {"sharing": "h200", "host": "h200", "host_contention": "h200", "python_prices": "h200",
-                               "chip_variation": "h200"}
+                               "chip_variation": "h200", "nccl.nvlink_step_latency_ns": "h200"}
     assert h100.host.source == "specs/h200/host.json" and h100.host.value == load_profile("h200").host.value
     # its own kernel times, analytic calibration, GEMM kernel table, NCCL constants and power model (data/h100/)
     assert h100.kernels.source == "specs/h100/kernels.jsonl" and len(h100.kernels.value) > 4000
@@ -177,10 +177,10 @@ def test_the_summary_of_an_h100_run_lists_the_borrowed_parts(tmp_path):
                             exit_code=0, complete=True, wall_s=1.0, processes=[], launcher_peak_rss_bytes=1 << 20,
                             borrowed=h100.borrowed())
     assert summary["borrowed"] == {"chip_variation": "h200", "host": "h200", "host_contention": "h200",
-                                   "python_prices": "h200", "sharing": "h200"}
+                                   "nccl.nvlink_step_latency_ns": "h200", "python_prices": "h200", "sharing": "h200"}
     text = io.StringIO()
     print_summary(summary, file=text)
-    lent = "chip variation, host, host contention, library Python prices, sharing"
+    lent = "chip variation, host, host contention, NCCL tuning (nvlink_step_latency_ns), library Python prices, sharing"
     assert f"borrowed from h200  {lent}" in text.getvalue()
     own = build_summary(coordinator=coordinator, gpu=load_profile("h200").spec, cluster=cluster, world_size=1,
                         out_dir=tmp_path, exit_code=0, complete=True, wall_s=1.0, processes=[],
