@@ -20,7 +20,9 @@ A part uses the GPU's own file when there is one. Otherwise `[borrow]` in profil
 stands in (the part is then marked `borrowed_from`, and the run summary lists it), or `[absent]` says why the GPU
 has none (only `power`, `kernels` and `gemm_kernels` may be absent: no power limit, no measured kernels, no
 first-launch costs). The fitted files are shaped {"model", "gpu", "constants": {field: value}, "sources":
-{field: "<fit script> on <data path>"}}; the fits write them through benchmarks/common/fitted.py.
+{field: "<fit script> on <data path>"}}; the fits write them through benchmarks/common/fitted.py. A field of the
+GPU's own file that another GPU's measurements gave says "borrowed from <gpu>" in its source, and the run summary
+lists it beside the borrowed parts (`Part.borrowed_fields`).
 """
 
 from __future__ import annotations
