@@ -280,7 +280,7 @@ class Session:
         itself (a CUDA graph's, replayed: runtime/cuda_graphs.py); `host_ns`: the host's cost of launching it where
         not the op's own (a compiled graph's kernel: runtime/inductor.py)."""
         estimate = costed.estimate
-        if estimate.source == "generic":
+        if estimate.source == "generic" and costed.launches:  # an op that runs no kernel needs no cost model
             self._note_generic(costed.op)
         with self.lock:
             if charge_host:

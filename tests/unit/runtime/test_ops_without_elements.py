@@ -56,3 +56,13 @@ def test_an_op_without_elements_charges_the_host_and_launches_nothing():
     s.launch_kernel(FULL, (0, 0))
     assert len(kernels(s)) == 1 and s.stats.kernels == 1
     assert s.now_ns() == 2 * dispatch_ns  # the same op's host cost either way
+
+
+def test_an_op_without_elements_needs_no_cost_model_even_under_strict():
+    """It runs no kernel, so --strict has nothing to refuse and the summary no unmodelled op to count."""
+    s = Session(RankConfig(gpu="h200", trace=False, use_kernel_database=False, strict=True), Recording(),
+                flush_interval_s=None)
+    unknown = OpCall("aten.no_model_here.default", (tensor(0, 8),), (), (tensor(0, 8),))
+    assert s.cost(unknown).estimate.source == "generic"
+    s.launch_kernel(unknown, (0, 0))
+    assert not s.stats.generic_ops and s.stats.ops_without_elements == 1
