@@ -4,18 +4,14 @@
 from __future__ import annotations
 
 from phantora.config.run import RankConfig
-from phantora.models.ops import OpCall, TensorMeta, touches_no_element
+from phantora.models.ops import OpCall, TensorMeta, contiguous_strides, touches_no_element
 from phantora.protocol.records import KernelRecord
 from phantora.runtime.session import Session
 from recording_transport import Recording
 
 
 def tensor(*shape: int) -> TensorMeta:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return TensorMeta(shape, "float32", tuple(reversed(strides)))
+    return TensorMeta(shape, "float32", contiguous_strides(shape))
 
 
 def add(a: TensorMeta, b: TensorMeta, out: TensorMeta) -> OpCall:
