@@ -37,6 +37,7 @@ from pathlib import Path
 from benchmarks.common.fitted import read_fitted, update_fitted
 from benchmarks.common.paths import BENCHMARKS, SPECS, data_dir, relative
 from benchmarks.e2e.compare_step import last_step_kernels
+from benchmarks.power.gpu_clocks import kernel_work
 from phantora.models.power import PowerCap
 from phantora.specs import known_gpus, load_profile
 
@@ -45,9 +46,8 @@ STEP_TIMELINES = {"h200": data_dir("h200", "e2e", "timelines", "runs", "2026-11-
 where they are not in nvml/steps/timeline/ (where benchmarks/power/measure.sh writes them)."""
 TORCHTITAN = data_dir("h200", "power", "nvml", "runs", "2026-11-22-19")
 """The H200's TorchTitan run under NVML, on a later lease (no layer timeline)."""
-GEMM_FLOPS = 2 * 8192**3
-GEMM_BYTES = 3 * 8192 * 8192 * 2
-ADD_BYTES = 3 * 128 * 2**20 * 2
+GEMM_FLOPS, GEMM_BYTES = kernel_work("gemm")
+ADD_BYTES = kernel_work("add")[1]
 
 
 def samples(path: Path, gpu: int = 0) -> list[tuple[float, float]]:

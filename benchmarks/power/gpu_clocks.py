@@ -89,7 +89,7 @@ def warm_kernels(gemms: dict[str, tuple[int, int, int]], add: str) -> dict[str, 
     kernels: dict[str, Callable[[], object]] = {}
     for name, (m, k, n) in gemms.items():
         kernels[name] = lambda a=randn(m, k), b=randn(k, n): a @ b
-    kernels[add] = lambda x=randn(128 * 2**20), y=randn(128 * 2**20): x + y
+    kernels[add] = lambda x=randn(ADD_NUMEL), y=randn(ADD_NUMEL): x + y
     for run in kernels.values():
         for _ in range(5):
             run()
@@ -270,6 +270,69 @@ def controller(args: argparse.Namespace) -> int:
     return 0
 
 
+ENERGY_GEMMS = {"gemm": (8192, 8192, 8192), "mlp8b": (8192, 4096, 14336), "kvproj": (16384, 4096, 1024)}
+"""`energy`'s bf16 GEMMs, name -> (m, k, n): 8192^3, the 8B Llama's MLP, a GQA key/value projection over 16384
+tokens; `fp8gemm` is 8192^3 in fp8 (bf16 result)."""
+ATTENTION_SHAPE = (1, 32, 8192, 128)
+"""`energy`'s causal flash attention, forward and backward: batch, heads, sequence, head dim (bf16)."""
+SWIGLU_SHAPE = (16384, 14336)
+"""`energy`'s SwiGLU activation and product (SiLU of one tensor times another) and, of (16384, 4096), RMSNorm."""
+ADD_NUMEL = 128 * 2**20
+"""Elements of each bf16 operand of the add (256 MiB), in every mode."""
+
+
+def kernel_work(kernel: str) -> tuple[float, float]:
+    """(FLOPs, device-memory bytes read and written) of one call of an `energy` kernel."""
+    b, h, seq, d = ATTENTION_SHAPE
+    tokens, hidden, _ = ENERGY_GEMMS["kvproj"]
+    if kernel in ENERGY_GEMMS:
+        m, k, n = ENERGY_GEMMS[kernel]
+        return 2 * m * k * n, 2 * (m * k + k * n + m * n)
+    if kernel == "fp8gemm":
+        return 2 * 8192**3, 8192 * 8192 * (1 + 1 + 2)
+    if kernel == "attention":
+        return 4 * b * h * seq * seq * d / 2, 4 * b * h * seq * d * 2  # q, k, v read, out written
+    if kernel == "attention_bwd":  # 2.5x the forward's FLOPs; q, k, v, out, its gradient read, 3 gradients written
+        return 2.5 * 4 * b * h * seq * seq * d / 2, 9 * b * h * seq * d * 2
+    if kernel == "swiglu":  # SiLU reads and writes, the product reads two and writes one
+        return 0.0, 5 * SWIGLU_SHAPE[0] * SWIGLU_SHAPE[1] * 2
+    if kernel == "rmsnorm":
+        return 0.0, 2 * tokens * hidden * 2
+    if kernel == "add":
+        return 0.0, 3 * ADD_NUMEL * 2
+    raise ValueError(f"unknown energy kernel {kernel!r}")
+
+
+class Board:
+    """GPU 0 through NVML: its energy counter, SM clock and temperature."""
+
+    def __init__(self) -> None:
+        self._nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if self._nvml.nvmlInit_v2() != 0:
+            raise SystemExit("gpu_clocks.py: nvmlInit failed")
+        self._handle = ctypes.c_void_p()
+        self._nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(self._handle))
+
+    def millijoules(self) -> int:
+        value = ctypes.c_ulonglong()
+        if self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle, ctypes.byref(value)) != 0:
+            raise SystemExit("gpu_clocks.py: NVML has no energy counter on this GPU")
+        return value.value
+
+    def sm_mhz(self) -> int:
+        clock = ctypes.c_uint()
+        self._nvml.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(clock))
+        return clock.value
+
+    def celsius(self) -> int:
+        temperature = ctypes.c_uint()
+        self._nvml.nvmlDeviceGetTemperature(self._handle, 0, ctypes.byref(temperature))  # NVML_TEMPERATURE_GPU
+        return temperature.value
+
+    def close(self) -> None:
+        self._nvml.nvmlShutdown()
+
+
 ENERGY_PLAN = [
     # (kernel, kernels per busy period, idle ms after each busy period (0: continuous), seconds)
     ("gemm", 4, 22, 4.0), ("gemm", 4, 7, 4.0), ("gemm", 20, 0, 4.0),
@@ -289,20 +352,9 @@ def energy(args: argparse.Namespace) -> int:
     """Energy per kernel from the board's energy counter (GPU 0), idle first: see the module docstring."""
     import torch
 
-    nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    if nvml.nvmlInit_v2() != 0:
-        raise SystemExit("gpu_clocks.py: nvmlInit failed")
-    handle, clock = ctypes.c_void_p(), ctypes.c_uint()
-    nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
-
-    def millijoules() -> int:
-        value = ctypes.c_ulonglong()
-        if nvml.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value)) != 0:
-            raise SystemExit("gpu_clocks.py: NVML has no energy counter on this GPU")
-        return value.value
-
-    kernels = warm_kernels({"gemm": (8192, 8192, 8192), "mlp8b": (8192, 4096, 14336)}, add="add")
-    q, k, v = (torch.randn(1, 32, 8192, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    board = Board()
+    kernels = warm_kernels({name: ENERGY_GEMMS[name] for name in ("gemm", "mlp8b")}, add="add")
+    q, k, v = (torch.randn(*ATTENTION_SHAPE, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     kernels["attention"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     # an fp8 GEMM draws more power than a bf16 one: the limit holds it at a lower clock (a deeper stretch)
     a8 = torch.randn(8192, 8192, device="cuda").to(torch.float8_e4m3fn)
@@ -315,34 +367,36 @@ def energy(args: argparse.Namespace) -> int:
     out = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
     grad = torch.randn_like(out)
     kernels["attention_bwd"] = lambda: torch.autograd.grad(out, (qg, kg, vg), grad, retain_graph=True)
-    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
-    w_kv, w_norm = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16), torch.ones(4096, device="cuda", dtype=torch.bfloat16)
-    gate, up = (torch.randn(16384, 14336, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    tokens, hidden, kv = ENERGY_GEMMS["kvproj"]
+    x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+    w_kv = torch.randn(hidden, kv, device="cuda", dtype=torch.bfloat16)
+    w_norm = torch.ones(hidden, device="cuda", dtype=torch.bfloat16)
+    gate, up = (torch.randn(*SWIGLU_SHAPE, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     kernels["kvproj"] = lambda: x @ w_kv
     kernels["swiglu"] = lambda: torch.nn.functional.silu(gate) * up
-    kernels["rmsnorm"] = lambda: torch.nn.functional.rms_norm(x, (4096,), w_norm)
+    kernels["rmsnorm"] = lambda: torch.nn.functional.rms_norm(x, (hidden,), w_norm)
     timed_chunk(kernels, ["attention", "fp8gemm", "attention_bwd", "kvproj", "swiglu", "rmsnorm"] * 3)
     time.sleep(2.0)
-    t0, e0 = time.time(), millijoules()
+    t0, e0 = time.time(), board.millijoules()
     time.sleep(3.0)
-    runs = [{"kernel": None, "idle_ms": None, "seconds": time.time() - t0, "mj": millijoules() - e0, "kernels": []}]
+    runs = [{"kernel": None, "idle_ms": None, "seconds": time.time() - t0, "mj": board.millijoules() - e0, "kernels": []}]
     for name, repeats, idle_ms, seconds in ENERGY_PLAN:
         time.sleep(1.5)
         timed: list[tuple[float, str, float]] = []
-        t0, e0 = time.time(), millijoules()
+        t0, e0 = time.time(), board.millijoules()
         while time.time() - t0 < seconds:
             timed += timed_chunk(kernels, [name] * repeats)
             if idle_ms:
                 time.sleep(idle_ms / 1000)
-        nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(clock))
-        elapsed, used = time.time() - t0, millijoules() - e0
-        runs.append({"kernel": name, "idle_ms": idle_ms, "seconds": elapsed, "mj": used, "sm_mhz_at_end": clock.value,
+        mhz = board.sm_mhz()
+        elapsed, used = time.time() - t0, board.millijoules() - e0
+        runs.append({"kernel": name, "idle_ms": idle_ms, "seconds": elapsed, "mj": used, "sm_mhz_at_end": mhz,
                      "kernels": [ms for _, _, ms in timed]})
         busy = sum(ms for _, _, ms in timed) / 1e3 / elapsed
         ms = sorted(ms for _, _, ms in timed)
         print(f"{name} idle {idle_ms} ms: {used / 1e3 / elapsed:.0f} W, busy {busy:.2f}, median {ms[len(ms) // 2]:.3f} ms, "
-              f"{clock.value} MHz", flush=True)
-    nvml.nvmlShutdown()
+              f"{mhz} MHz", flush=True)
+    board.close()
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "runs": runs}, f)
     return 0
@@ -354,19 +408,12 @@ def heat(args: argparse.Namespace) -> int:
     warming up under sustained load draws more at the same clock, and what it draws idle while still hot."""
     import torch
 
-    nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    if nvml.nvmlInit_v2() != 0:
-        raise SystemExit("gpu_clocks.py: nvmlInit failed")
-    handle, clock, temperature, value = ctypes.c_void_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
-    nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+    board = Board()
 
     def state() -> tuple[float, int, int]:
-        nvml.nvmlDeviceGetTotalEnergyConsumption(handle, ctypes.byref(value))
-        nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(clock))
-        nvml.nvmlDeviceGetTemperature(handle, 0, ctypes.byref(temperature))  # NVML_TEMPERATURE_GPU
-        return value.value / 1e3, clock.value, temperature.value
+        return board.millijoules() / 1e3, board.sm_mhz(), board.celsius()
 
-    kernels = warm_kernels({"gemm": (8192, 8192, 8192)}, add="add")
+    kernels = warm_kernels({"gemm": ENERGY_GEMMS["gemm"]}, add="add")
     samples = []
     time.sleep(3.0)
     for phase, seconds, period in (("idle", 4.0, 1.0), ("load", HEAT_S, 2.0), ("idle", 12.0, 1.0)):
@@ -385,7 +432,7 @@ def heat(args: argparse.Namespace) -> int:
                    "gemm_ms": sorted(gemms)[len(gemms) // 2] if gemms else None}
             samples.append(row)
             print(f"{phase} {row['watts']:.0f} W {mhz} MHz {celsius} C gemm {row['gemm_ms']}", flush=True)
-    nvml.nvmlShutdown()
+    board.close()
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "samples": samples}, f)
     return 0

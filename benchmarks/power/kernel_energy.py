@@ -20,20 +20,10 @@ import statistics
 from pathlib import Path
 
 from benchmarks.common.paths import data_dir, relative
-from phantora.models.power import PowerCap
+from benchmarks.power.gpu_clocks import kernel_work
+from phantora.models.power import GpuPower, PowerCap
 from phantora.specs import known_gpus, load_profile
 
-B, H, S, D = 1, 32, 8192, 128
-ATTENTION_FLOPS = 4 * B * H * S * S * D / 2
-"""Causal flash attention's forward FLOPs; its backward does 2.5 times as many."""
-FLOPS = {"gemm": 2 * 8192**3, "mlp8b": 2 * 8192 * 4096 * 14336, "fp8gemm": 2 * 8192**3, "kvproj": 2 * 16384 * 4096 * 1024,
-         "attention": ATTENTION_FLOPS, "attention_bwd": 2.5 * ATTENTION_FLOPS}
-"""FLOPs of each kernel of gpu_clocks.py energy (its module docstring names them)."""
-BYTES = {"gemm": 2 * 3 * 8192**2, "mlp8b": 2 * (8192 * 4096 + 4096 * 14336 + 8192 * 14336), "fp8gemm": 4 * 8192**2,
-         "kvproj": 2 * (16384 * 4096 + 4096 * 1024 + 16384 * 1024), "attention": 4 * B * H * S * D * 2,
-         "attention_bwd": 9 * B * H * S * D * 2, "add": 3 * 128 * 2**20 * 2, "swiglu": 5 * 16384 * 14336 * 2,
-         "rmsnorm": 2 * 16384 * 4096 * 2}
-"""Device-memory bytes each kernel reads and writes (SwiGLU: SiLU's read and write, the product's two reads and write)."""
 MEMORY_BOUND = ("add", "swiglu", "rmsnorm")
 """Kernels the limit does not slow: their continuous runs are at full clock too."""
 FULL_CLOCK_SLACK = 1.02
@@ -52,7 +42,7 @@ def rows(path: Path, cap: PowerCap) -> tuple[float, list[dict]]:
         return (r["mj"] / 1e3 / r["seconds"] - idle) / (len(r["kernels"]) / r["seconds"])
 
     add = by_kernel["add"]
-    pj_per_byte = statistics.fmean(energy(r) for r in add) / BYTES["add"] * 1e12
+    pj_per_byte = statistics.fmean(energy(r) for r in add) / kernel_work("add")[1] * 1e12
     table = []
     for kernel, kruns in by_kernel.items():
         fastest = min(statistics.median(r["kernels"]) for r in kruns)
@@ -65,17 +55,22 @@ def rows(path: Path, cap: PowerCap) -> tuple[float, list[dict]]:
                "held_mhz": held["sm_mhz_at_end"], "exponent": None, "per_unit": None, "shipped_stretch": None}
         if stretch > FULL_CLOCK_SLACK:
             row["exponent"] = math.log(e_full / e_held) / math.log(stretch)
-        if kernel in FLOPS:
-            row["per_unit"] = (e_full - BYTES[kernel] * pj_per_byte * 1e-12) / FLOPS[kernel] * 1e12
-            if kernel in ("gemm", "mlp8b", "attention"):
-                kind = "attention" if kernel == "attention" else "gemm"
-                demanded = cap.energy_j(kind, FLOPS[kernel], BYTES[kernel]) / (fastest * 1e-3)
-                budget = cap.cap_w - cap.idle_w
-                row["shipped_stretch"] = min(cap.max_stretch, max(1.0, demanded / budget))
-        else:
-            row["per_unit"] = e_full / BYTES[kernel] * 1e12
+        flops, nbytes = kernel_work(kernel)
+        row["per_unit"] = (e_full - nbytes * pj_per_byte * 1e-12) / flops * 1e12 if flops else e_full / nbytes * 1e12
+        if kernel in ("gemm", "mlp8b", "attention"):
+            row["shipped_stretch"] = steady_stretch(cap, "attention" if kernel == "attention" else "gemm", flops,
+                                                    nbytes, fastest)
         table.append(row)
     return idle, table
+
+
+def steady_stretch(cap: PowerCap, kernel_class: str, flops: float, nbytes: float, full_ms: float) -> float:
+    """The stretch the power model settles at for one kernel run back to back (three of its windows)."""
+    gpu, t_ns, full_ns, duration = GpuPower(cap), 0, round(full_ms * 1e6), 0
+    while t_ns < 3 * cap.window_s * 1e9:
+        duration = gpu.place(t_ns, kernel_class, flops, nbytes, full_ns)
+        t_ns += duration
+    return duration / full_ns
 
 
 def main() -> int:
