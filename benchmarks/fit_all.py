@@ -63,6 +63,7 @@ FITS = (
         ("host/tensor_from_python", "e2e/timelines")),
     Fit("host_dtensor", "benchmarks.host.fit_dtensor", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_fsdp", "benchmarks.host.fit_fsdp", ("host/fsdp", "host/calls/library", "host/leases"), simulates=True),
+    Fit("host_fsdp1", "benchmarks.host.fit_fsdp1", ("host/fsdp1", "host/fsdp", "host/leases"), simulates=True),
     Fit("host_moe", "benchmarks.host.fit_moe", ("e2e/timelines", "host/leases"), simulates=True),
     Fit("host_contention", "benchmarks.host.fit_contention", ("e2e/timelines",)),
     Fit("host_compiled", "benchmarks.host.fit_compiled", ("host/compiled", "e2e/timelines"), ("--simulate",),

@@ -64,6 +64,10 @@ INDEXED = {"2026-11-22-37": FSDP / "runs" / "2026-11-22-37", "2026-11-22-39": FS
 ESTIMATED = {"host/calls/library's lease": (LIBRARY, ("llama_l1b_fsdp2", "llama_l1b_fsdp4")),
              "2026-11-22-32": (FSDP, ("fsdp2_ga1", "fsdp2_ga4"))}
 """Leases without -> (folder, their runs); the 2-GPU ones among them give the lease's index."""
+FSDP2_SOURCE = f"benchmarks/host/fit_fsdp.py on {relative(FSDP)} and {relative(LIBRARY)} (FSDP2 entries)"
+LIBRARY_CALL_SOURCE = (f"{FSDP2_SOURCE}; benchmarks/host/fit_fsdp1.py on {relative(data_dir(GPU, 'host', 'fsdp1'))} "
+                       "(FSDP1 entries)")
+"""The source of `library_call_ns`, whichever of its two fits wrote it last."""
 ACCUMULATING = {"FSDPParamGroup.post_backward": GROUPS, "FSDPState._root_post_backward_final_callback": 1}
 """Calls with a lighter path in a micro-step that keeps its gradients -> calls per micro-step."""
 
@@ -71,14 +75,15 @@ Totals = dict[tuple[str, bool], list[float]]
 """(call, accumulating path) -> [µs per step, calls per step], summed over ranks."""
 
 
-def call_totals(directory: Path, micro_steps: int) -> Totals:
-    """Each FSDP2 call's exclusive host time and count per step, by path, summed over the ranks."""
+def call_totals(directory: Path, micro_steps: int, prefixes: tuple[str, ...] = ("FSDP",)) -> Totals:
+    """Each call's exclusive host time and count per step, by path, summed over the ranks: the calls whose
+    names start with one of `prefixes` (FSDP2's by default)."""
     totals: Totals = {}
     for path in sorted(directory.glob("rank*.json")):
         run = json.loads(path.read_text())
         steps = len(run["phases"])
         for name, times in run["calls"].items():
-            if not name.startswith("FSDP"):
+            if not name.startswith(prefixes):
                 continue
             per = ACCUMULATING.get(name)
             for i, us in enumerate(times):
@@ -146,8 +151,8 @@ def main() -> None:
               f"               {now / 1e3:7.1f} -> {new / 1e3:7.1f}")
     constants = {"library_call_ns": {**H200_HOST.library_call_ns, **fitted[False]},
                  "accumulating_call_ns": {**H200_HOST.accumulating_call_ns, **fitted[True]}}
-    source = f"benchmarks/host/fit_fsdp.py on {relative(FSDP)} and {relative(LIBRARY)} (FSDP2 entries)"
-    print(f"wrote {update_fitted(GPU, 'host', constants, dict.fromkeys(constants, source), specs_root=args.specs)}")
+    sources = {"library_call_ns": LIBRARY_CALL_SOURCE, "accumulating_call_ns": FSDP2_SOURCE}
+    print(f"wrote {update_fitted(GPU, 'host', constants, sources, specs_root=args.specs)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Host time of a training step's library Python, measured the same way on a real GPU and in Phantora.
 
 Used by the workload scripts when PHANTORA_BENCH_HOST_CALLS=DIR is set:
-- FSDP2's hook methods and DTensor's Python entry points are wrapped, and each call's *exclusive* host
+- FSDP2's hook methods, FSDP1's hooks and DTensor's Python entry points are wrapped, and each call's *exclusive* host
   time (perf_counter_ns, time in nested wrapped calls excluded) is recorded;
 - each step is cut into phases (forward, loss, backward, clip, optimizer, zero_grad) by host timestamps,
   with no synchronisation, so a host-bound phase shows its host cost;
@@ -29,8 +29,17 @@ TARGETS = (
     ("torch.distributed.tensor._api", "DTensor", ("from_local", "to_local", "redistribute", "full_tensor")),
     ("torch.distributed.tensor.parallel.style", "ColwiseParallel", ("_prepare_input_fn", "_prepare_output_fn")),
     ("torch.distributed.tensor.parallel.style", "RowwiseParallel", ("_prepare_input_fn", "_prepare_output_fn")),
+    # FSDP1: FullyShardedDataParallel.forward calls these by the names its module imported; the autograd hooks
+    # are registered from _runtime_utils' own names
+    ("torch.distributed.fsdp.fully_sharded_data_parallel", None, ("_root_pre_forward", "_pre_forward", "_post_forward")),
+    ("torch.distributed.fsdp._runtime_utils", None,
+     ("_pre_backward_hook", "_post_backward_hook", "_post_backward_final_callback")),
+    # the host's waits for the GPU (FSDP1's limit on all-gathers in flight), apart from the Python around them
+    ("torch.cuda", "Event", ("synchronize",)),
+    ("torch.cuda", "Stream", ("synchronize",)),
 )
-"""(module, class, methods) whose calls are timed; what a version of torch lacks is skipped."""
+"""(module, class or None for the module's own functions, names) whose calls are timed, as "Class.name" or
+"module.name" (the module's last component); what a version of torch lacks is skipped."""
 
 _calls: dict[str, list[float]] = collections.defaultdict(list)
 _phases: list[dict[str, float]] = []
@@ -69,13 +78,15 @@ def install() -> list[str]:
     wrapped = []
     for module_name, class_name, methods in TARGETS:
         try:
-            owner = getattr(importlib.import_module(module_name), class_name)
+            module = importlib.import_module(module_name)
+            owner = module if class_name is None else getattr(module, class_name)
         except (ImportError, AttributeError):
             continue
+        prefix = class_name or module_name.rpartition(".")[2]
         for attr in methods:
             if hasattr(owner, attr):
-                _wrap(owner, attr, f"{class_name}.{attr}")
-                wrapped.append(f"{class_name}.{attr}")
+                _wrap(owner, attr, f"{prefix}.{attr}")
+                wrapped.append(f"{prefix}.{attr}")
     return wrapped
 
 

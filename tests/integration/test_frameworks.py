@@ -19,6 +19,12 @@ def result(run) -> dict:
     raise AssertionError(f"no result line:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
 
 
+def library_call_ns(run) -> int:
+    """Rank 0's host time charged for torch's distributed libraries' calls (FSDP's hooks, DTensor's entries)."""
+    result = json.loads((run.out_dir / "rank0" / "result.json").read_text())
+    return result["host_ns_by_term"].get("torch library calls", 0)
+
+
 def check(run, script: str, *, min_step_ms: float = 0.1) -> dict:
     assert run.code == 0, run.stderr[-4000:]
     found = result(run)
@@ -75,6 +81,7 @@ def test_accelerate_fsdp(torchrun, version):
     run = torchrun(2, str(EXAMPLES / "accelerate_train.py"), env=env)
     check(run, "accelerate_train")
     assert run.summary["nccl_calls"] > 0
+    assert library_call_ns(run) > 0  # FSDP1's hooks and FSDP2's calls pay their Python (models/host.py)
 
 
 @pytest.mark.parametrize("strategy,ranks", [pytest.param("auto", 1, marks=pytest.mark.every_build), ("ddp", 2), ("fsdp", 2)])
@@ -82,6 +89,7 @@ def test_lightning(torchrun, strategy, ranks):
     pytest.importorskip("lightning")
     run = torchrun(ranks, str(EXAMPLES / "lightning_train.py"), "--strategy", strategy)
     check(run, "lightning_train")
+    assert (library_call_ns(run) > 0) == (strategy == "fsdp")  # Lightning's FSDP is FSDP1: its hooks pay
     # the progress bar's own thread sleeps in real time: the run is steps, not minutes
     assert run.summary["simulated_time_s"] < 5
 

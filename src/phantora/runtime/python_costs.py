@@ -153,17 +153,24 @@ LIBRARY_MODULES = {
     "DTensor": "torch.distributed.tensor._api",
     "ColwiseParallel": "torch.distributed.tensor.parallel.style",
     "RowwiseParallel": "torch.distributed.tensor.parallel.style",
+    # FSDP1: FullyShardedDataParallel.forward calls its hooks by the names its own module imported, and the
+    # autograd hooks are registered (as partials, when a forward runs) from _runtime_utils' names
+    "fully_sharded_data_parallel": "torch.distributed.fsdp.fully_sharded_data_parallel",
+    "_runtime_utils": "torch.distributed.fsdp._runtime_utils",
 }
-"""Where the classes of the host model's library calls live (`Class.method` names)."""
+"""Where the host model's library calls live: `Class.method` names a class's method, `module.function` (the
+module's last component) a module's function."""
 
 
-def _library_owner(name: str) -> type | None:
-    class_name, _, method = name.rpartition(".")
+def _library_owner(name: str) -> Any:
+    """The class or module whose attribute a library call `name` is, None where this torch lacks it."""
+    owner_name, _, attribute = name.rpartition(".")
     try:
-        owner = getattr(importlib.import_module(LIBRARY_MODULES[class_name]), class_name)
+        module = importlib.import_module(LIBRARY_MODULES[owner_name])
+        owner = module if module.__name__.rpartition(".")[2] == owner_name else getattr(module, owner_name)
     except (ImportError, AttributeError):
         return None
-    return owner if hasattr(owner, method) else None
+    return owner if hasattr(owner, attribute) else None
 
 
 FUNCTIONAL_COLLECTIVES = (

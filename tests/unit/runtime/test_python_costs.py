@@ -18,7 +18,7 @@ H200_HOST = load_profile("h200").host.value
 LIBRARY_CALL_NS = H200_HOST.library_call_ns
 ACCUMULATING_CALL_NS = H200_HOST.accumulating_call_ns
 from phantora.runtime.module_calls import charge_module_calls
-from phantora.runtime.python_costs import ENCODER_INPUTS, _charge_encoders, _library_charge
+from phantora.runtime.python_costs import ENCODER_INPUTS, _charge_encoders, _library_charge, _library_owner
 
 
 def charge(name: str, owner) -> int:
@@ -56,6 +56,25 @@ def test_fsdp_still_names_what_the_path_tests_read():
     source = inspect.getsource(FSDPState)
     assert "_state_ctx.all_states" in source and "_fsdp_param_groups" in source
 
+
+def test_every_library_call_the_host_model_prices_is_found_in_this_torch():
+    """A call the model prices but the runtime cannot find is never charged: FSDP1's hooks are module functions
+    (`fully_sharded_data_parallel._pre_forward`), FSDP2's and DTensor's class methods (`FSDPState._pre_forward`)."""
+    missing = [name for name in LIBRARY_CALL_NS if _library_owner(name) is None]
+    assert not missing
+
+
+def test_fsdp1_calls_its_hooks_by_the_names_that_are_charged():
+    """FullyShardedDataParallel.forward calls the hooks its module imported, and FSDP1 registers its autograd hooks
+    from _runtime_utils' names: a charge on the other module's name would never run."""
+    from torch.distributed.fsdp import _runtime_utils
+    from torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel
+    forward_calls = FullyShardedDataParallel.forward.__code__.co_names
+    assert {"_root_pre_forward", "_pre_forward", "_post_forward"} <= set(forward_calls)
+    for hook, registrar in (("_pre_backward_hook", "_register_pre_backward_hooks"),
+                            ("_post_backward_hook", "_register_post_backward_hook"),
+                            ("_post_backward_final_callback", "_register_post_backward_final_callback")):
+        assert hook in inspect.getsource(getattr(_runtime_utils, registrar))
 
 
 class Nested(torch.nn.Module):
