@@ -4,7 +4,9 @@ benchmarks/host/probe_steps.py) simulated with every rank on a host as slow as t
 (`--host-contention none --host-time-scale` its median probe over the uncontended hosts' probe), against rank 0's
 median step host time (optimizer step to optimizer step, the probe left out).
 
-    python -m benchmarks.e2e.frameworks.probed [--gpu h200] [--only A,B] [--json ROWS]
+    python -m benchmarks.e2e.frameworks.probed [--gpu h200] [--only A,B] [--json ROWS] [--lease LEASE]
+
+`--lease` reads a rerun on another lease instead (probed/runs/LEASE/).
 
 The framework benchmark (accuracy.py) compares the same programs' unprobed runs with the mean contended host
 (`--host-contention h200-vm`): right on average over leases, but a host-bound row's one run sits wherever its lease's
@@ -25,8 +27,9 @@ from benchmarks.e2e.frameworks.accuracy import CONFIGS, WARMUP_STEPS, error_pct,
 from benchmarks.host.fit_contention import uncontended_probe_us
 
 
-def probed_dir(gpu: str) -> Path:
-    return DATA / gpu / "e2e" / "frameworks" / "probed"
+def probed_dir(gpu: str, lease: str | None = None) -> Path:
+    probed = DATA / gpu / "e2e" / "frameworks" / "probed"
+    return probed / "runs" / lease if lease else probed
 
 
 def host_scale(probes_per_rank: list[list[float]]) -> float:
@@ -55,11 +58,12 @@ def main() -> None:
     p.add_argument("--gpu", default="h200")
     p.add_argument("--only", default="", help="comma-separated configuration names")
     p.add_argument("--json", type=Path, help="also write the rows here")
+    p.add_argument("--lease", help="the programs run again on this lease (probed/runs/LEASE/)")
     a = p.parse_args()
     only = set(filter(None, a.only.split(",")))
     rows = []
     for config in json.loads(CONFIGS.read_text())["configs"]:
-        paths = sorted(probed_dir(a.gpu).glob(f"{config['name']}.probed.rank*.json"))
+        paths = sorted(probed_dir(a.gpu, a.lease).glob(f"{config['name']}.probed.rank*.json"))
         if not paths or only and config["name"] not in only:
             continue
         rows.append(compare(config, a.gpu, [json.loads(path.read_text()) for path in paths]))
