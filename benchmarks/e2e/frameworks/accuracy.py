@@ -5,7 +5,10 @@ data/<gpu>/e2e/frameworks/<name>.log, run the same program with the same argumen
 (`phantora run` for one GPU, `phantora torchrun` for several) and print measured vs predicted step time (median
 after the first 3 steps) and peak memory, the error, and the simulator's own cost. Each row's set is in
 benchmarks/e2e/split.toml: held out but for the two TorchTitan configurations whose kernel-level profiles the
-sharing fit reads.
+sharing fit reads. A configuration measured again on other leases (data/<gpu>/e2e/frameworks/repeats/, and its
+runs/<lease>/) is compared by the median of its runs' step times, as the fitting set pools its leases' runs: a
+host-bound program's step moves by up to 1.4x between leases, and the host model stands for the average lease
+(models/host.md). Peak memory, which does not move, is its own log's.
 
     python -m benchmarks.e2e.frameworks.accuracy                  # every measured configuration
     python -m benchmarks.e2e.frameworks.accuracy --gpu h200 --only hf_loop_llama1b --json rows.json
@@ -37,6 +40,27 @@ CONFIGS = BENCHMARKS / "e2e" / "frameworks" / "configs.json"
 def measured_dir(gpu: str) -> Path:
     """data/<gpu>/e2e/frameworks/: the frameworks' own logs on that GPU model."""
     return DATA / gpu / "e2e" / "frameworks"
+
+
+def repeat_logs(gpu: str, name: str) -> list[Path]:
+    """The configuration's runs on other leases: repeats/<name>.log and repeats/runs/<lease>/<name>.log."""
+    repeats = measured_dir(gpu) / "repeats"
+    return sorted([*repeats.glob(f"{name}.log"), *repeats.glob(f"runs/*/{name}.log")])
+
+
+def measured_result(gpu: str, config: dict) -> dict | None:
+    """The row's measurement: its own log's, with the step time the median over it and its repeats on other
+    leases (`runs`: how many); None where its own log has none."""
+    own = measured_dir(gpu) / f"{config['name']}.log"
+    result = parse_result(own.read_text(errors="replace"), config) if own.exists() else None
+    if result is None:
+        return None
+    steps = [result["step_s"]]
+    for log in repeat_logs(gpu, config["name"]):
+        repeat = parse_result(log.read_text(errors="replace"), config)
+        if repeat is not None:
+            steps.append(repeat["step_s"])
+    return {**result, "step_s": statistics.median(steps), "runs": len(steps)}
 PHANTORA = [sys.executable, "-m", "phantora.cli.main"]
 WARMUP_STEPS = 3
 _MEGATRON_LINE = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+).*peak memory \(GiB\): ([\d.]+)"
@@ -119,7 +143,7 @@ def main() -> int:
             if only and config["name"] not in only:
                 continue
             log = measured_dir(gpu) / f"{config['name']}.log"
-            measured = parse_result(log.read_text(errors="replace"), config) if log.exists() else None
+            measured = measured_result(gpu, config)
             if measured is None:
                 reason = "failed on the GPU" if log.exists() else "not measured"
                 print(f"{config['name']} ({gpu}): no measurement ({reason}: {log.relative_to(REPO)})", flush=True)
