@@ -2,9 +2,11 @@
 # Ground truth for the framework benchmark: run the configurations of configs.json (all, or those named) on the
 # real GPUs of this machine, each with a time limit, and keep each log as $OUT/<name>.log, beside gpus.csv (the
 # GPUs) and versions.txt. Copy them to data/<gpu>/e2e/frameworks/ for the GPU model they ran on. The machine needs
-# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md). A configuration with "wheels": "torchtitan"
-# runs with .whl/torchtitan/ installed into /tmp/tt_site ahead of everything else on its PYTHONPATH (TorchTitan pins
-# older huggingface-hub/datasets than transformers wants), and with TorchTitan's synthetic c4 in /tmp/c4_synthetic.
+# the frameworks: carry their wheels (benchmarks/e2e/frameworks/README.md). The lease's host-speed probe
+# (benchmarks/common/host_probe.py) runs before and after, into lease_probes.jsonl. A configuration with
+# "wheels": "torchtitan" runs with .whl/torchtitan/ installed into /tmp/tt_site ahead of everything else on its
+# PYTHONPATH (TorchTitan pins older huggingface-hub/datasets than transformers wants), and with TorchTitan's
+# synthetic c4 in /tmp/c4_synthetic.
 # With PROBE_STEPS=1 each program (not TorchTitan's, a module) runs under benchmarks/host/probe_steps.py, a host-speed
 # probe after every optimizer step, into $OUT/<name>.probed.log and $OUT/<name>.probed.rank<R>.json (copy them to
 # data/<gpu>/e2e/frameworks/probed/: the host-bound rows compared at the host speed they ran at).
@@ -15,6 +17,8 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/gpus.csv"
 python3 -c "import torch, transformers, accelerate, lightning, deepspeed, megatron.core as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__, 'lightning', lightning.__version__, 'deepspeed', deepspeed.__version__, 'megatron-core', m.__version__)" 2>/dev/null > "$out/versions.txt"
+# the lease's host speed before and after the runs (a host-bound row is only comparable at the host it ran on)
+python3 -m benchmarks.common.host_probe --label start >> "$out/lease_probes.jsonl" 2>/dev/null
 python3 - "$out" "$@" <<'PY' | while IFS=$'\t' read -r name command; do
 import json, os, shlex, sys
 out, only = sys.argv[1], set(sys.argv[2:])
@@ -47,3 +51,5 @@ PY
     # BUNDLE: one archive of everything so far, re-written after each configuration (a run cut short keeps it)
     if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$out" .; fi
 done
+python3 -m benchmarks.common.host_probe --label end >> "$out/lease_probes.jsonl" 2>/dev/null
+if [[ -n ${BUNDLE:-} ]]; then tar czf "$BUNDLE" -C "$out" .; fi
