@@ -94,9 +94,20 @@ def call_totals(directory: Path, micro_steps: int, prefixes: tuple[str, ...] = (
     return totals
 
 
-def total_us(directory: Path, run: str) -> float:
-    """All FSDP2 calls' exclusive host µs per step of a run, summed over its ranks."""
-    return sum(us for us, _ in call_totals(directory / run, RUNS[run][2]).values())
+def run_us(directory: Path, run: str) -> float:
+    """All FSDP2 calls' exclusive host µs per step of the run in `directory` (of RUNS' command `run`), summed over
+    its ranks."""
+    return sum(us for us, _ in call_totals(directory, RUNS[run][2]).values())
+
+
+def estimated_index(lease: str, index: dict[str, float], runs: list[tuple[Path, str]]) -> float:
+    """The index of a lease without ground-truth runs, from its runs (folder, RUNS' command it ran): their FSDP2
+    calls over the same command's on the indexed leases, times those leases' index, averaged; printed."""
+    ratios = [index[known] * run_us(directory, run) / run_us(known_folder / run, run)
+              for directory, run in runs for known, known_folder in INDEXED.items() if (known_folder / run).is_dir()]
+    estimate = statistics.fmean(ratios)
+    print(f"{lease}: index estimated {estimate:.3f} (from {', '.join(f'{r:.2f}' for r in ratios)})")
+    return estimate
 
 
 def measured_runs(index: dict[str, float]) -> list[tuple[Path, str, float]]:
@@ -104,10 +115,7 @@ def measured_runs(index: dict[str, float]) -> list[tuple[Path, str, float]]:
     runs = [(folder / run, run, index[lease]) for lease, folder in INDEXED.items() for run in RUNS
             if (folder / run).is_dir()]
     for lease, (folder, names) in ESTIMATED.items():
-        ratios = [index[known] * total_us(folder, run) / total_us(known_folder, run)
-                  for run in names for known, known_folder in INDEXED.items() if (known_folder / run).is_dir()]
-        estimate = statistics.fmean(ratios)
-        print(f"{lease}: index estimated {estimate:.3f} (from {', '.join(f'{r:.2f}' for r in ratios)})")
+        estimate = estimated_index(lease, index, [(folder / run, run) for run in names])
         runs += [(folder / run, run, estimate) for run in names]
     return runs
 

@@ -25,7 +25,7 @@ src/phantora/specs/<gpu>/host.json (benchmarks/common/fitted.py).
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import tempfile
 from pathlib import Path
 
@@ -45,19 +45,17 @@ INDEX_RUNS = ("llama_l1b_fsdp2", "llama_l1b_fsdp2_again")
 
 
 def fsdp1_args() -> list[str]:
-    args, _, _ = fit_fsdp.RUNS["llama_l1b_fsdp2"]
-    return [*args, "--parallel", "fsdp1"]  # argparse keeps the last --parallel
+    """fit_fsdp's 1.5B llama command, FSDP1 in place of FSDP2."""
+    args = list(fit_fsdp.RUNS["llama_l1b_fsdp2"][0])
+    args[args.index("--parallel") + 1] = "fsdp1"
+    return args
 
 
 def lease_index() -> float:
-    """This lease's index: its FSDP2 calls of the ground-truth command over the indexed leases', times their index."""
-    index = leases.lease_index()
-    here = [sum(us for us, _ in fit_fsdp.call_totals(MEASURED / run, 1).values()) for run in INDEX_RUNS]
-    ratios = [index[lease] * us / fit_fsdp.total_us(folder, "llama_l1b_fsdp2")
-              for us in here for lease, folder in fit_fsdp.INDEXED.items()]
-    estimate = statistics.fmean(ratios)
-    print(f"lease index estimated {estimate:.3f} (from {', '.join(f'{r:.2f}' for r in ratios)})")
-    return estimate
+    """This lease's index, from its runs of the ground-truth command (benchmarks/host/fit_fsdp.py)."""
+    lease = json.loads((MEASURED / "meta.json").read_text())["lease"]
+    return fit_fsdp.estimated_index(lease, leases.lease_index(),
+                                    [(MEASURED / run, "llama_l1b_fsdp2") for run in INDEX_RUNS])
 
 
 def simulated(run: str, out: str) -> fit_fsdp.Totals:

@@ -17,8 +17,10 @@ PyTorch's profiler (launches, the blocks of each launch) and timed alone with CU
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
+from typing import Any, Callable
 
 import torch
 
@@ -50,6 +52,24 @@ LISTS = {"fsdp1_views": fsdp1_views(), "fsdp2_shards": fsdp2_shards(),
          "one_tensor": [sum(fsdp2_shards())], "fsdp1_views_without_embedding": fsdp1_views()[1:]}
 
 
+ADAMW_STEP = (
+    ("_foreach_mul_", "Scalar", ("params", 0.99), None),
+    ("_foreach_lerp_", "Scalar", ("m", "grads", 0.1), None),
+    ("_foreach_addcmul_", "Scalar", ("v", "grads", "grads", 0.001), None),
+    ("_foreach_sqrt", "default", ("v",), "m"),
+    ("_foreach_div_", "ScalarList", ("v", "scalars"), None),
+    ("_foreach_add_", "Scalar", ("v", 1e-8), None),
+    ("_foreach_addcdiv_", "ScalarList", ("params", "m", "v", "scalars"), None),
+)
+"""AdamW's foreach step, op by op (torch/optim/adamw.py's _multi_tensor path): (op, overload, arguments, the list
+shaped like its output or None for an in-place op). A name stands for a list: the parameters, gradients, first and
+second moments, or one scalar per tensor; numbers are passed as they are."""
+
+
+def arguments(spec: tuple, lists: dict[str, Any]) -> tuple:
+    return tuple(lists[a] if isinstance(a, str) else a for a in spec)
+
+
 def compare(path: str, gpu: str = "h200") -> None:
     """Each measured op beside the compute model's estimate of it (the same lists, as OpCalls)."""
     from phantora.models.compute import ComputeModel, KernelDatabase
@@ -61,34 +81,20 @@ def compare(path: str, gpu: str = "h200") -> None:
     measured = json.loads(open(path).read())
     for name, entry in measured["lists"].items():
         sizes = entry["sizes"]
-        p, g, m, v = ([TensorMeta((n,), "float32", (1,)) for n in sizes] for _ in range(4))
-        p, g, m, v = tuple(p), tuple(g), tuple(m), tuple(v)
-        scalars = tuple([0.5] * len(sizes))
-        calls = {"_foreach_mul_": OpCall("aten._foreach_mul_.Scalar", (p, 0.99), (), ()),
-                 "_foreach_lerp_": OpCall("aten._foreach_lerp_.Scalar", (m, g, 0.1), (), ()),
-                 "_foreach_addcmul_": OpCall("aten._foreach_addcmul_.Scalar", (v, g, g, 0.001), (), ()),
-                 "_foreach_sqrt": OpCall("aten._foreach_sqrt.default", (v,), (), m),
-                 "_foreach_div_": OpCall("aten._foreach_div_.ScalarList", (v, scalars), (), ()),
-                 "_foreach_add_": OpCall("aten._foreach_add_.Scalar", (v, 1e-8), (), ()),
-                 "_foreach_addcdiv_": OpCall("aten._foreach_addcdiv_.ScalarList", (p, m, v, scalars), (), ())}
-        for op, call in calls.items():
+        lists: dict[str, Any] = {key: tuple(TensorMeta((n,), "float32", (1,)) for n in sizes)
+                                 for key in ("params", "grads", "m", "v")}
+        lists["scalars"] = (0.5,) * len(sizes)
+        for op, overload, spec, output in ADAMW_STEP:
+            call = OpCall(f"aten.{op}.{overload}", arguments(spec, lists), (), lists[output] if output else ())
             real = entry["ops"][op]["us"]
             predicted = model.estimate(call).duration_ns / 1e3
             print(f"{name:30} {op:18} measured {real:8.1f} µs  model {predicted:8.1f} µs  "
                   f"{100 * (predicted / real - 1):+6.1f} %")
 
 
-def ops(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[torch.Tensor], v: list[torch.Tensor]):
-    """AdamW's foreach step, op by op (torch/optim/adamw.py's _multi_tensor path)."""
-    return {
-        "_foreach_mul_": lambda: torch._foreach_mul_(params, 0.99),
-        "_foreach_lerp_": lambda: torch._foreach_lerp_(m, grads, 0.1),
-        "_foreach_addcmul_": lambda: torch._foreach_addcmul_(v, grads, grads, 0.001),
-        "_foreach_sqrt": lambda: torch._foreach_sqrt(v),
-        "_foreach_div_": lambda: torch._foreach_div_(v, [0.5] * len(v)),
-        "_foreach_add_": lambda: torch._foreach_add_(v, 1e-8),
-        "_foreach_addcdiv_": lambda: torch._foreach_addcdiv_(params, m, v, [1e-4] * len(params)),
-    }
+def ops(lists: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    """Each op of ADAMW_STEP as a call on these lists (the GPU's tensors)."""
+    return {op: functools.partial(getattr(torch, op), *arguments(spec, lists)) for op, _, spec, _ in ADAMW_STEP}
 
 
 def kernel_blocks(run, path: str) -> list[int]:
@@ -129,17 +135,18 @@ def main() -> None:
         p.error("give --out (measure) or --compare (print)")
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda, "lists": {}}
     for name, sizes in LISTS.items():
-        make = lambda: [torch.rand(n, device="cuda") for n in sizes]
-        params, grads, m, v = make(), make(), make(), make()
+        lists: dict[str, Any] = {key: [torch.rand(n, device="cuda") for n in sizes]
+                                 for key in ("params", "grads", "m", "v")}
+        lists["scalars"] = [0.5] * len(sizes)
         rows = {}
-        for op, run in ops(params, grads, m, v).items():
+        for op, run in ops(lists).items():
             run()  # warm
             blocks = kernel_blocks(run, f"/tmp/foreach_{name}_{op}.json")
             rows[op] = {"launches": len(blocks), "blocks": sum(blocks), "max_blocks": max(blocks, default=0),
                         "us": round(timed_us(run, a.repeat), 1)}
             print(name, op, rows[op], flush=True)
         results["lists"][name] = {"sizes": sizes, "elements": sum(sizes), "ops": rows}
-        del params, grads, m, v
+        del lists
         torch.cuda.empty_cache()
     with open(a.out, "w") as f:
         json.dump(results, f, indent=1)
